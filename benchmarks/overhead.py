@@ -1,0 +1,204 @@
+"""Overhead of ``NNModel.train`` against a hand-written PyTorch loop, in one process.
+
+Both train the same MLP on the same data with Adam, cross-entropy and gradient
+clipping at 1.0; nnx_lab runs with the bar and validation off. Repetitions alternate
+between the two so drift in machine speed hits both alike. The nnx_lab time is the
+whole ``train()`` call: checks, data hashing, run directory, checkpoints and logs.
+
+    python benchmarks/overhead.py            # both cases, 5 repetitions each
+    python benchmarks/overhead.py --reps 3 --case small
+
+Prints samples/s for each side and their ratio (nnx_lab / raw; 1.0 = no overhead),
+then import time and time to the first optimizer step against plain torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+os.environ.setdefault("NNX_TQDM_DISABLE", "1")
+
+CASES = {
+    # name: (input, hidden, output, samples, batch, epochs, target ratio)
+    "large": (784, (512, 512), 10, 20_000, 128, 3, 0.97),
+    "small": (8, (32, 16), 3, 256, 32, 10, 0.85),
+}
+
+
+def make_data(case: str):
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+
+    d_in, _, d_out, n, batch, _, _ = CASES[case]
+    g = torch.Generator().manual_seed(0)
+    X = torch.randn(n, d_in, generator=g)
+    y = torch.randint(0, d_out, (n,), generator=g)
+    return DataLoader(TensorDataset(X, y), batch_size=batch, shuffle=True)
+
+
+def raw_loop(case: str, loader) -> float:
+    import torch
+    from torch import nn
+
+    d_in, hidden, d_out, n, _, epochs, _ = CASES[case]
+    torch.manual_seed(0)
+    dims = [d_in, *hidden]
+    layers: list[nn.Module] = []
+    for a, b in itertools.pairwise(dims):
+        layers += [nn.Linear(a, b), nn.ReLU()]
+    net = nn.Sequential(*layers, nn.Linear(dims[-1], d_out))
+    opt = torch.optim.Adam(net.parameters(), lr=1e-3)
+    loss_fn = nn.CrossEntropyLoss()
+    t0 = time.perf_counter()
+    net.train()
+    for _ in range(epochs):
+        for X, y in loader:
+            opt.zero_grad(set_to_none=True)
+            loss = loss_fn(net(X), y)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
+            opt.step()
+    return n * epochs / (time.perf_counter() - t0)
+
+
+def nnx_loop(case: str, loader, root: str) -> float:
+    from nnx_lab import NNModel, NNModelParams, NNOptimParams, NNParams, NNTrainParams
+
+    d_in, hidden, d_out, n, _, epochs, _ = CASES[case]
+    model = NNModel(
+        net_params=NNParams(input_dim=d_in, output_dim=d_out, hidden_dims=hidden),
+        params=NNModelParams(),
+    )
+    params = NNTrainParams(
+        n_epochs=epochs,
+        train_loader=loader,
+        seed=0,
+        optim=NNOptimParams(max_lr=1e-3, grad_clip_norm=1.0),
+        runs_root=root,
+        overwrite_existing=True,
+        progress=False,
+    )
+    t0 = time.perf_counter()
+    model.train(params=params)
+    return n * epochs / (time.perf_counter() - t0)
+
+
+def run_case(case: str, reps: int) -> float:
+    loader = make_data(case)
+    raw, ours = [], []
+    with tempfile.TemporaryDirectory() as root:
+        raw_loop(case, loader)  # warm-up: first-call costs (kernels, lazy imports) for both
+        nnx_loop(case, loader, root)
+        for _ in range(reps):
+            raw.append(raw_loop(case, loader))
+            ours.append(nnx_loop(case, loader, root))
+    r, o = statistics.median(raw), statistics.median(ours)
+    target = CASES[case][-1]
+    ratio = o / r
+    print(
+        f"{case:>5}: raw {r:10.0f} samples/s | nnx_lab {o:10.0f} samples/s | "
+        f"ratio {ratio:.3f} (target >= {target}) {'OK' if ratio >= target else 'BELOW'}"
+    )
+    return ratio
+
+
+def import_times() -> None:
+    def t(code: str) -> float:
+        runs = []
+        for _ in range(3):
+            out = subprocess.run(
+                [
+                    sys.executable,
+                    "-c",
+                    f"import time;t=time.perf_counter();{code};print(time.perf_counter()-t)",
+                ],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            runs.append(float(out.stdout.strip().splitlines()[-1]))
+        return min(runs)
+
+    torch_s = t("import torch")
+    nnx_s = t("import torch, nnx_lab")
+    full_s = t("import torch, nnx_lab; nnx_lab.NNModel")
+    print(
+        f"import: torch {torch_s:.3f}s | torch + nnx_lab {nnx_s:.3f}s "
+        f"(+{nnx_s - torch_s:.3f}s, target <= +0.3s) | + engine loaded {full_s:.3f}s "
+        f"(+{full_s - torch_s:.3f}s)"
+    )
+
+
+FIRST_STEP = """
+import time, os, tempfile
+t0 = time.perf_counter()
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+X, y = torch.randn(256, 8), torch.randint(0, 3, (256,))
+loader = DataLoader(TensorDataset(X, y), batch_size=32)
+if {nnx}:
+    from nnx_lab import NNModel, NNParams, NNTrainParams, Callback
+    class First(Callback):
+        def on_step_ended(self, ev):
+            print(time.perf_counter() - t0); os._exit(0)
+    model = NNModel(net_params=NNParams(input_dim=8, output_dim=3, hidden_dims=[32, 16]))
+    model.train(NNTrainParams(train_loader=loader, runs_root=tempfile.mkdtemp(),
+                              progress=False), callbacks=[First()])
+else:
+    net = torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.ReLU(), torch.nn.Linear(32, 16),
+                              torch.nn.ReLU(), torch.nn.Linear(16, 3))
+    opt = torch.optim.Adam(net.parameters())
+    for X, y in loader:
+        torch.nn.functional.cross_entropy(net(X), y).backward(); opt.step()
+        print(time.perf_counter() - t0); break
+"""
+
+
+def first_step() -> None:
+    def t(nnx: bool) -> float:
+        runs = []
+        for _ in range(3):
+            out = subprocess.run(
+                [sys.executable, "-c", FIRST_STEP.format(nnx=nnx)],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            runs.append(float(out.stdout.strip().splitlines()[-1]))
+        return min(runs)
+
+    raw, ours = t(False), t(True)
+    print(
+        f"time to first optimizer step (fresh process): torch {raw:.3f}s | nnx_lab "
+        f"{ours:.3f}s (+{ours - raw:.3f}s)"
+    )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--case", choices=[*CASES, "all"], default="all")
+    ap.add_argument("--no-startup", action="store_true", help="skip import/first-step timing")
+    args = ap.parse_args()
+    import torch
+
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads, python "
+        f"{sys.version.split()[0]}"
+    )
+    for case in CASES if args.case == "all" else [args.case]:
+        run_case(case, args.reps)
+    if not args.no_startup:
+        import_times()
+        first_step()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,63 @@
+"""nnx-lab: train, watch and understand PyTorch models from JupyterLab.
+
+The public API is the NNx quickstart's (``nnx`` replaced by ``nnx_lab``). Names load
+lazily on first use, so ``import nnx_lab`` stays cheap: torch is imported only when an
+engine name is touched.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from ._version import __version__
+
+# public name -> module that defines it
+_EXPORTS: dict[str, str] = {
+    "Activations": "nnx_lab.engine.enums",
+    "Checkpoints": "nnx_lab.engine.enums",
+    "Devices": "nnx_lab.engine.enums",
+    "Losses": "nnx_lab.engine.enums",
+    "Nets": "nnx_lab.engine.enums",
+    "Optims": "nnx_lab.engine.enums",
+    "RunStatus": "nnx_lab.engine.enums",
+    "ConfigError": "nnx_lab.engine.errors",
+    "DataError": "nnx_lab.engine.errors",
+    "PrecisionUnsupportedError": "nnx_lab.engine.errors",
+    "NNParams": "nnx_lab.engine.params",
+    "NNModelParams": "nnx_lab.engine.params",
+    "NNTrainParams": "nnx_lab.engine.params",
+    "NNOptimParams": "nnx_lab.engine.params",
+    "NNSchedulerParams": "nnx_lab.engine.params",
+    "PrecisionPolicy": "nnx_lab.engine.precision",
+    "precision_support": "nnx_lab.engine.precision",
+    "NNModel": "nnx_lab.engine.model",
+    "Prediction": "nnx_lab.engine.model",
+    "NNRun": "nnx_lab.engine.runs",
+    "IDP": "nnx_lab.engine.runs",
+    "EDP": "nnx_lab.engine.metrics",
+    "NNCheckpoint": "nnx_lab.engine.checkpoint",
+    "CheckpointCorruptError": "nnx_lab.engine.checkpoint",
+    "ResumeError": "nnx_lab.engine.resume",
+    "EarlyStopping": "nnx_lab.engine.callbacks",
+    "Callback": "nnx_lab.engine.sinks",
+    "TrainingControl": "nnx_lab.engine.events",
+    "events": "nnx_lab.engine.events",
+    "TrainingMonitor": "nnx_lab.widgets",
+}
+
+__all__ = ["__version__", *sorted(_EXPORTS)]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'nnx_lab' has no attribute {name!r}")
+    mod = importlib.import_module(module)
+    value = mod if name == "events" else getattr(mod, name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

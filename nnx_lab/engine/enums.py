@@ -1,0 +1,100 @@
+"""The enums of the NNx API. Each value is its lowercase wire name."""
+
+from __future__ import annotations
+
+from enum import Enum
+
+from .errors import ConfigError
+
+__all__ = [
+    "Activations",
+    "Checkpoints",
+    "Devices",
+    "Losses",
+    "Nets",
+    "Optims",
+    "RunStatus",
+    "coerce_enum",
+]
+
+
+class _NamedEnum(str, Enum):
+    """A str enum whose members also accept their name (``"ADAM"``) on input."""
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class Activations(_NamedEnum):
+    RELU = "relu"
+    LEAKY_RELU = "leaky_relu"
+    GELU = "gelu"
+    TANH = "tanh"
+    SIGMOID = "sigmoid"
+    SILU = "silu"
+    ELU = "elu"
+
+
+class Devices(_NamedEnum):
+    CPU = "cpu"
+    CUDA = "cuda"
+    MPS = "mps"
+
+    @classmethod
+    def get(cls) -> Devices:
+        """The best device present: MPS > CUDA > CPU."""
+        import torch
+
+        mps = getattr(torch.backends, "mps", None)
+        if mps is not None and mps.is_available():
+            return cls.MPS
+        if torch.cuda.is_available():
+            return cls.CUDA
+        return cls.CPU
+
+
+class Losses(_NamedEnum):
+    CROSS_ENTROPY = "cross_entropy"
+    NEGATIVE_LOG_LIKELIHOOD = "negative_log_likelihood"
+    MEAN_SQUARED_ERROR = "mean_squared_error"
+    BINARY_CROSS_ENTROPY = "binary_cross_entropy"
+
+    @property
+    def is_classification(self) -> bool:
+        return self in (Losses.CROSS_ENTROPY, Losses.NEGATIVE_LOG_LIKELIHOOD)
+
+
+class Nets(_NamedEnum):
+    FEED_FWD = "feed_fwd"
+
+
+class Optims(_NamedEnum):
+    ADAM = "adam"
+    ADAMW = "adamw"
+    SGD = "sgd"
+    RMSPROP = "rmsprop"
+
+
+class Checkpoints(_NamedEnum):
+    LAST = "last"
+    BEST = "best"
+
+
+class RunStatus(_NamedEnum):
+    CREATED = "created"
+    RUNNING = "running"
+    STOPPED = "stopped"
+    FINISHED = "finished"
+    FAILED = "failed"
+
+
+def coerce_enum(cls: type[_NamedEnum], value: object, field: str) -> _NamedEnum:
+    """Accept a member, its value (``"adam"``) or its name (``"ADAM"``); refuse the rest."""
+    if isinstance(value, cls):
+        return value
+    if isinstance(value, str):
+        for member in cls:
+            if value.lower() in (member.value, member.name.lower()):
+                return member
+    choices = ", ".join(f"{cls.__name__}.{m.name}" for m in cls)
+    raise ConfigError(field, value, f"use one of {choices}")

@@ -1,0 +1,30 @@
+"""Errors that name the field, the value and the fix."""
+
+from __future__ import annotations
+
+__all__ = ["ConfigError", "DataError", "PrecisionUnsupportedError"]
+
+
+class ConfigError(ValueError):
+    """A configuration value was refused. Raised before any side effect."""
+
+    def __init__(self, field: str, value: object, fix: str) -> None:
+        self.field, self.value, self.fix = field, value, fix
+        super().__init__(f"{field}={_show(value)} is invalid: {fix}")
+
+
+class DataError(ValueError):
+    """The training or validation data was refused. Raised before the run is reserved."""
+
+    def __init__(self, field: str, problem: str, fix: str) -> None:
+        self.field, self.problem, self.fix = field, problem, fix
+        super().__init__(f"{field}: {problem}; {fix}")
+
+
+class PrecisionUnsupportedError(RuntimeError):
+    """The requested precision cannot run on the model's device (and no fallback was named)."""
+
+
+def _show(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."

@@ -1,0 +1,204 @@
+"""The training loop's one event stream.
+
+Everything that reports (the JSONL log, the progress bar, EarlyStopping, the live
+widgets, the distributed relay) is a *sink* of this stream. Events are plain frozen
+dataclasses with a JSON form, so a log written by one process can be replayed as the
+same events in another (``event_from_json``): a widget cannot tell a live run from a
+replayed one.
+
+Per-step values are never read from the device on every step. The loop emits a cheap
+``StepEnded`` per optimizer step (counters only) and, every ``log_every`` steps and at
+each epoch end, one ``StepMetrics`` holding the per-step records read back in bulk.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, ClassVar
+
+__all__ = [
+    "CheckpointWritten",
+    "EpochEnded",
+    "Event",
+    "RunFinished",
+    "RunStarted",
+    "StepEnded",
+    "StepMetrics",
+    "StepRecord",
+    "TrainingControl",
+    "event_from_json",
+]
+
+
+@dataclass(frozen=True)
+class Event:
+    """Base of every event. ``kind`` is the wire name; ``hook`` the sink method."""
+
+    kind: ClassVar[str] = "event"
+    hook: ClassVar[str] = "on_event"
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["event"] = self.kind
+        return data
+
+
+@dataclass(frozen=True)
+class RunStarted(Event):
+    kind: ClassVar[str] = "run_started"
+    hook: ClassVar[str] = "on_run_started"
+
+    run_id: str
+    run_dir: str
+    n_epochs: int  # epochs this run trains (for a resumed run: the additional ones)
+    start_epoch: int  # first epoch number this run trains (1-based)
+    start_step: int  # global optimizer steps completed before this run
+    steps_per_epoch: int | None  # None when the loader has no len()
+    config: dict[str, Any] = field(default_factory=dict)
+    parent_run_id: str | None = None
+    time: float = field(default_factory=time.time)
+
+
+@dataclass(frozen=True)
+class StepEnded(Event):
+    """Emitted after every optimizer step. Counters only: no device value."""
+
+    kind: ClassVar[str] = "step_ended"
+    hook: ClassVar[str] = "on_step_ended"
+
+    step: int  # global optimizer step, 1-based
+    epoch: int
+    batch: int  # batch index within the epoch, 0-based
+    samples: int  # samples in this step
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """One optimizer step's training record (NNx's ``idp`` minus validation)."""
+
+    step: int
+    epoch: int
+    batch: int
+    lr: float
+    samples: int
+    loss: float
+    error: float | None = None
+    accuracy: float | None = None
+    precision: float | None = None
+    recall: float | None = None
+    f1: float | None = None
+
+
+@dataclass(frozen=True)
+class StepMetrics(Event):
+    """A batch of per-step records, read back from the device in one sync."""
+
+    kind: ClassVar[str] = "step_metrics"
+    hook: ClassVar[str] = "on_step_metrics"
+
+    records: tuple[StepRecord, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"event": self.kind, "records": [asdict(r) for r in self.records]}
+
+
+@dataclass(frozen=True)
+class EpochEnded(Event):
+    kind: ClassVar[str] = "epoch_ended"
+    hook: ClassVar[str] = "on_epoch_ended"
+
+    epoch: int
+    step: int  # global step at the end of this epoch
+    lr: float  # learning rate after the plateau scheduler stepped
+    train: dict[str, float | None]  # whole-epoch training summary (sample-weighted)
+    val: dict[str, float | None] | None  # whole-split validation metrics, None without a val split
+    signal: float | None  # the §2.11 selection value (None: no finite signal this epoch)
+    signal_source: str | None  # e.g. "val_edp.error"
+    improved: bool  # this epoch became BEST
+    seconds: float  # wall time of the epoch (training + validation)
+    train_last: dict[str, float | None] | None = None  # the epoch's last step record (§2.11)
+
+
+@dataclass(frozen=True)
+class CheckpointWritten(Event):
+    kind: ClassVar[str] = "checkpoint_written"
+    hook: ClassVar[str] = "on_checkpoint_written"
+
+    type: str  # "last" | "best"
+    epoch: int
+    step: int
+    path: str
+
+
+@dataclass(frozen=True)
+class RunFinished(Event):
+    kind: ClassVar[str] = "run_finished"
+    hook: ClassVar[str] = "on_run_finished"
+
+    run_id: str
+    status: str  # "finished" | "stopped" | "failed"
+    epochs_completed: int
+    steps: int
+    error: str | None = None  # "TypeName: message" for a failed run
+    traceback: str | None = None
+    stop_reason: str | None = None
+    time: float = field(default_factory=time.time)
+
+
+_KINDS: dict[str, type[Event]] = {
+    cls.kind: cls
+    for cls in (RunStarted, StepEnded, StepMetrics, EpochEnded, CheckpointWritten, RunFinished)
+}
+
+HOOKS: tuple[str, ...] = tuple(cls.hook for cls in _KINDS.values())
+
+
+def event_from_json(data: dict[str, Any]) -> Event:
+    """Rebuild an event from its JSON form (one line of ``metrics.jsonl``)."""
+    kind = data.get("event")
+    if kind == "step":  # the log writes one line per step record
+        return StepMetrics(records=(_record_from_json(data),))
+    cls = _KINDS.get(kind)  # type: ignore[arg-type]
+    if cls is None:
+        raise ValueError(f"unknown event kind {kind!r}; expected one of {sorted(_KINDS)}")
+    if cls is StepMetrics:
+        return StepMetrics(records=tuple(_record_from_json(r) for r in data["records"]))
+    names = {f.name for f in fields(cls)}
+    return cls(**{k: v for k, v in data.items() if k in names})
+
+
+def _record_from_json(data: dict[str, Any]) -> StepRecord:
+    names = {f.name for f in fields(StepRecord)}
+    return StepRecord(**{k: v for k, v in data.items() if k in names})
+
+
+class TrainingControl:
+    """Shared between the loop and its sinks: a thread-safe stop request.
+
+    The loop checks ``stop_requested`` between optimizer steps; a widget's Stop
+    button (another thread) or EarlyStopping sets it.
+    """
+
+    def __init__(self) -> None:
+        self._stop = threading.Event()
+        self.stop_reason: str | None = None
+        self.complete = False  # True: the run ends as "finished" (early stopping)
+
+    def request_stop(self, reason: str = "stop requested") -> None:
+        """Stop after the current step; the run's status becomes "stopped"."""
+        if not self._stop.is_set():
+            self.stop_reason = reason
+        self._stop.set()
+
+    def finish_early(self, reason: str) -> None:
+        """End at this epoch's end as a complete run (status "finished"), e.g. early stopping."""
+        if not self._stop.is_set():
+            self.stop_reason = reason
+            self.complete = True
+        self._stop.set()
+
+    @property
+    def stop_requested(self) -> bool:
+        return self._stop.is_set()

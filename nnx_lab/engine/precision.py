@@ -1,0 +1,258 @@
+"""Precision policies (§2.2): fp32 / fp16 / bf16 with an optional fp32 fallback.
+
+A policy is declared on ``NNModelParams(precision=...)`` and resolved against a device
+twice: when the model is built and, afresh, before a run is reserved. Autocast wraps
+only the forward pass and the loss; parameters stay float32.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import ConfigError, PrecisionUnsupportedError
+
+__all__ = [
+    "MODES",
+    "REFERENCE_TOLERANCES",
+    "PrecisionPolicy",
+    "ResolvedPrecision",
+    "full_precision_only",
+    "normalize_policy",
+    "precision_support",
+    "resolve_precision",
+]
+
+MODES = ("fp32", "fp16", "bf16")
+DEVICES = ("cpu", "cuda", "mps")
+
+# Tolerances of the seeded reference fixtures (tests/python/test_precision_reference.py):
+# a policy's loss trajectory and final weights against a float64 reference run.
+REFERENCE_TOLERANCES: dict[tuple[str, str], dict[str, float]] = {
+    ("cpu", "fp32"): {"loss_rtol": 1e-5, "weight_atol": 1e-5},
+    ("cpu", "bf16"): {"loss_rtol": 5e-2, "weight_atol": 5e-2},
+    ("cuda", "fp32"): {"loss_rtol": 1e-3, "weight_atol": 1e-3},
+    ("cuda", "fp16"): {"loss_rtol": 2e-2, "weight_atol": 2e-2},
+    ("cuda", "bf16"): {"loss_rtol": 5e-2, "weight_atol": 5e-2},
+}
+
+# Cells checked by the reference fixtures on the machines that run the test suite.
+_VERIFIED = {("cpu", "fp32"), ("cpu", "bf16")}
+
+SURFACES = ("train", "evaluate", "predict", "predict_proba")
+_NEVER = ("lr_finder", "custom train_step_fn", "custom eval_step_fn")
+
+_FULL_PRECISION_ONLY = "__nnx_full_precision_only__"
+
+
+def full_precision_only(fn: Any) -> Any:
+    """Mark a step function that must run in full precision (it refuses a reduced policy)."""
+    setattr(fn, _FULL_PRECISION_ONLY, True)
+    return fn
+
+
+@dataclass(frozen=True)
+class PrecisionPolicy:
+    """``PrecisionPolicy("bf16")``, ``PrecisionPolicy("fp16", fallback="fp32")``."""
+
+    mode: str = "fp32"
+    fallback: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ConfigError(
+                "PrecisionPolicy.mode", self.mode, f"use one of {', '.join(repr(m) for m in MODES)}"
+            )
+        if self.fallback not in (None, "fp32"):
+            raise ConfigError(
+                "PrecisionPolicy.fallback",
+                self.fallback,
+                "the only fallback is 'fp32' (or None to refuse instead)",
+            )
+
+    def to_json(self) -> dict[str, Any]:
+        return {"mode": self.mode, "fallback": self.fallback}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> PrecisionPolicy:
+        return cls(mode=data["mode"], fallback=data.get("fallback"))
+
+
+def normalize_policy(policy: Any, mixed_precision: bool) -> PrecisionPolicy | None:
+    """fp32 normalizes to no policy (so it keeps the default's run id)."""
+    if policy is None:
+        return None
+    if isinstance(policy, str):
+        policy = PrecisionPolicy(policy)
+    if not isinstance(policy, PrecisionPolicy):
+        raise ConfigError(
+            "NNModelParams.precision",
+            policy,
+            "pass PrecisionPolicy('fp32' | 'fp16' | 'bf16') or None",
+        )
+    if mixed_precision and policy.mode != "fp16":
+        raise ConfigError(
+            "NNModelParams.mixed_precision",
+            True,
+            f"mixed_precision=True means fp16 and cannot combine with "
+            f"PrecisionPolicy({policy.mode!r}); drop one of them",
+        )
+    return None if policy.mode == "fp32" else policy
+
+
+def _cuda_native_bf16() -> bool:
+    import torch
+
+    if not torch.cuda.is_available():
+        return False
+    major, _ = torch.cuda.get_device_capability()
+    return major >= 8
+
+
+def device_can_run(device_type: str, mode: str) -> tuple[bool, str | None]:
+    """Whether the device type can run ``mode``, and why not."""
+    if mode == "fp32":
+        return True, None
+    if mode == "fp16":
+        if device_type == "cuda":
+            return True, None
+        return False, f"fp16 needs a CUDA device (device is {device_type!r})"
+    if device_type == "cpu":
+        return True, None
+    if device_type == "cuda":
+        if _cuda_native_bf16():
+            return True, None
+        return False, "bf16 needs a CUDA device with native bf16 (compute capability 8.0+)"
+    return False, f"bf16 is not supported on {device_type!r}"
+
+
+def _tf32_state() -> dict[str, Any]:
+    import torch
+
+    if not torch.cuda.is_available():
+        return {"matmul": None, "cudnn": None, "note": "no CUDA device; TF32 does not apply"}
+    return {
+        "matmul": bool(torch.backends.cuda.matmul.allow_tf32),
+        "cudnn": bool(torch.backends.cudnn.allow_tf32),
+        "note": "reported, never set by nnx_lab",
+    }
+
+
+@dataclass(frozen=True)
+class ResolvedPrecision:
+    """What a policy became on one device; ``record()`` is what runs save."""
+
+    requested: str
+    effective: str
+    device_type: str
+    fallback_reason: str | None = None
+    legacy_mixed_precision: bool = False
+    tf32: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def dtype(self) -> Any:
+        import torch
+
+        return {"fp32": None, "fp16": torch.float16, "bf16": torch.bfloat16}[self.effective]
+
+    @property
+    def uses_scaler(self) -> bool:
+        return self.effective == "fp16"
+
+    @property
+    def reduced(self) -> bool:
+        return self.effective != "fp32"
+
+    @contextlib.contextmanager
+    def autocast(self) -> Iterator[None]:
+        """Autocast for forward + loss; a no-op in fp32."""
+        if not self.reduced:
+            yield
+            return
+        import torch
+
+        with torch.autocast(device_type=self.device_type, dtype=self.dtype):
+            yield
+
+    def covers(self) -> list[str]:
+        if self.legacy_mixed_precision:
+            return ["train"]  # NNx's legacy flag never reached evaluation or prediction
+        return list(SURFACES)
+
+    def not_covered(self) -> list[str]:
+        covered = set(self.covers())
+        return [s for s in SURFACES if s not in covered] + list(_NEVER)
+
+    def record(self) -> dict[str, Any]:
+        return {
+            "requested": self.requested,
+            "effective": self.effective,
+            "fallback_reason": self.fallback_reason,
+            "device": self.device_type,
+            "tf32": self.tf32,
+            "covers": self.covers(),
+            "not_covered": self.not_covered(),
+        }
+
+    @classmethod
+    def from_record(cls, data: dict[str, Any]) -> ResolvedPrecision:
+        return cls(
+            requested=data["requested"],
+            effective=data["effective"],
+            device_type=data.get("device", "cpu"),
+            fallback_reason=data.get("fallback_reason"),
+            legacy_mixed_precision="evaluate" not in data.get("covers", SURFACES),
+            tf32=data.get("tf32") or {},
+        )
+
+
+def resolve_precision(
+    policy: PrecisionPolicy | None, mixed_precision: bool, device_type: str
+) -> ResolvedPrecision:
+    """Resolve a (normalized) policy on a device, or raise PrecisionUnsupportedError."""
+    tf32 = _tf32_state()
+    if policy is None and mixed_precision:
+        # Legacy meaning: fp16 autocast + scaler on CUDA, silently plain fp32 elsewhere.
+        effective = "fp16" if device_type == "cuda" else "fp32"
+        return ResolvedPrecision("fp16", effective, device_type, None, True, tf32)
+    if policy is None:
+        return ResolvedPrecision("fp32", "fp32", device_type, None, False, tf32)
+    ok, why = device_can_run(device_type, policy.mode)
+    if ok:
+        return ResolvedPrecision(policy.mode, policy.mode, device_type, None, mixed_precision, tf32)
+    if policy.fallback == "fp32":
+        return ResolvedPrecision(policy.mode, "fp32", device_type, why, mixed_precision, tf32)
+    raise PrecisionUnsupportedError(
+        f"precision={policy.mode!r} cannot run here: {why}. "
+        f"Use PrecisionPolicy({policy.mode!r}, fallback='fp32') to train in fp32 instead, "
+        "or pick a mode from nnx_lab.precision_support()"
+    )
+
+
+def precision_support() -> dict[str, dict[str, str]]:
+    """Each device x mode cell: verified / supported / unverified / unsupported."""
+    import torch
+
+    present = {
+        "cpu": True,
+        "cuda": torch.cuda.is_available(),
+        "mps": bool(getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()),
+    }
+    table: dict[str, dict[str, str]] = {}
+    for device in DEVICES:
+        row: dict[str, str] = {}
+        for mode in MODES:
+            if (device == "mps" and mode != "fp32") or (device == "cpu" and mode == "fp16"):
+                row[mode] = "unsupported"
+            elif not present[device]:
+                row[mode] = "unverified"
+            elif not device_can_run(device, mode)[0]:
+                row[mode] = "unsupported"
+            elif (device, mode) in _VERIFIED:
+                row[mode] = "verified"
+            else:
+                row[mode] = "supported"
+        table[device] = row
+    return table

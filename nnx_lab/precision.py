@@ -1,0 +1,19 @@
+"""``nnx_lab.precision``: precision policies (§2.2), re-exported from the engine."""
+
+from .engine.precision import (
+    MODES,
+    REFERENCE_TOLERANCES,
+    PrecisionPolicy,
+    ResolvedPrecision,
+    full_precision_only,
+    precision_support,
+)
+
+__all__ = [
+    "MODES",
+    "REFERENCE_TOLERANCES",
+    "PrecisionPolicy",
+    "ResolvedPrecision",
+    "full_precision_only",
+    "precision_support",
+]
