@@ -1,0 +1,98 @@
+"""The public surface, lazy imports and the engine's layering."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import nnx_lab
+
+ROOT = Path(__file__).resolve().parents[2]
+
+EXPECTED = {
+    "Activations", "Callback", "CheckpointCorruptError", "Checkpoints", "ConfigError",
+    "DataError", "Devices", "EDP", "EarlyStopping", "IDP", "Losses", "NNCheckpoint", "NNModel",
+    "NNModelParams", "NNOptimParams", "NNParams", "NNRun", "NNSchedulerParams", "NNTrainParams",
+    "Nets", "Optims", "PrecisionPolicy", "PrecisionUnsupportedError", "Prediction",
+    "ResumeError", "RunStatus", "TrainingControl", "TrainingMonitor", "__version__", "events",
+    "precision_support",
+}
+
+
+def test_the_exported_names_are_pinned():
+    assert set(nnx_lab.__all__) == EXPECTED
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED - {"__version__"}))
+def test_every_exported_name_resolves(name):
+    assert getattr(nnx_lab, name) is not None
+
+
+def test_an_unknown_name_is_an_attribute_error():
+    with pytest.raises(AttributeError, match="no attribute 'Trainer'"):
+        nnx_lab.Trainer  # noqa: B018
+
+
+def _modules_after(code: str) -> set[str]:
+    out = subprocess.run(
+        [sys.executable, "-c", f"import sys; {code}; print('\\n'.join(sys.modules))"],
+        capture_output=True, text=True, check=True, cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)})
+    return set(out.stdout.split())
+
+
+def test_importing_nnx_lab_is_cheap_and_loads_no_torch():
+    mods = _modules_after("import nnx_lab")
+    assert "torch" not in mods and "nnx_lab.engine.model" not in mods
+
+
+@pytest.mark.parametrize("module", ["nnx_lab.engine.model", "nnx_lab.engine.resume",
+                                    "nnx_lab.engine.checkpoint", "nnx_lab.engine.callbacks"])
+def test_the_engine_imports_no_jupyter_widget_or_plot_package(module):
+    mods = _modules_after(f"import {module}")
+    for banned in ("ipywidgets", "anywidget", "IPython", "plotly", "traitlets", "nnx_lab.widgets"):
+        assert banned not in mods, f"{module} imported {banned}"
+
+
+@pytest.mark.parametrize(("value", "disabled"), [
+    ("1", True), ("true", True), ("YES", True), ("True", True),
+    ("0", False), ("", False), ("no", False), ("off", False),
+])
+def test_nnx_tqdm_disable_values(monkeypatch, value, disabled):
+    from nnx_lab.engine.callbacks import tqdm_disabled
+
+    monkeypatch.setenv("NNX_TQDM_DISABLE", value)
+    assert tqdm_disabled() is disabled
+
+
+def test_the_progress_bar_draws_unless_disabled(runs_root, monkeypatch, capsys):
+    import engine_factories as f
+
+    monkeypatch.setenv("NNX_TQDM_DISABLE", "0")
+    f.model().train(f.train_params(runs_root / "a", n_epochs=1))
+    assert "8/8" in capsys.readouterr().err
+    monkeypatch.setenv("NNX_TQDM_DISABLE", "yes")
+    f.model().train(f.train_params(runs_root / "b", n_epochs=1))
+    assert "8/8" not in capsys.readouterr().err
+
+
+def test_devices_get_picks_the_best_present_device():
+    import torch
+
+    from nnx_lab import Devices
+
+    expected = Devices.CUDA if torch.cuda.is_available() else Devices.CPU
+    if torch.backends.mps.is_available():
+        expected = Devices.MPS
+    assert Devices.get() is expected
+
+
+def test_optim_builder_form():
+    from nnx_lab import NNOptimParams, Optims
+
+    built = NNOptimParams.builder().adamw(max_lr=1e-3).grad_clip_norm(1.0).build()
+    assert built == NNOptimParams(name=Optims.ADAMW, max_lr=1e-3, grad_clip_norm=1.0)
