@@ -1,0 +1,123 @@
+"""Every notebook in notebooks/ runs headless, top to bottom, without an error.
+
+Each notebook is executed with nbclient in a python3 kernel whose working directory is a
+temporary copy of notebooks/, so its runs/ land there. Notebooks that start a background
+run (``monitor.fit``) get extra cells appended that stop the run the way the Stop button
+would and check that it ended cleanly, so the execution terminates.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from pathlib import Path
+
+import nbclient
+import nbformat
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
+BUNDLE = REPO / "nnx_lab" / "static" / "monitor.js"
+CELL_TIMEOUT = 300  # s
+
+# Appended to notebooks that leave a run going in a background thread.
+STOP_CELLS = {
+    "monitor_stop.ipynb": """
+import time
+
+_deadline = time.monotonic() + 120
+while monitor2.status != "running" and time.monotonic() < _deadline:
+    time.sleep(0.05)
+assert monitor2.status == "running", monitor2.status
+time.sleep(0.5)  # let it take a few steps
+monitor2.stop("stopped by tests/python/test_notebooks.py")
+_run = monitor2.wait(timeout=120)
+assert monitor2.status == "stopped", monitor2.status
+print(f"STOPPED {_run.id}")
+""",
+}
+
+STOPPED = re.compile(r"STOPPED (\S+)")
+TRAINED = re.compile(r"trained (\d+) iterations; saved under runs/([^/\s]+)/")
+
+
+def _execute(path: Path, workdir: Path) -> nbformat.NotebookNode:
+    nb = nbformat.read(path, as_version=4)
+    extra = STOP_CELLS.get(path.name)
+    if extra:
+        nb.cells.append(nbformat.v4.new_code_cell(extra.strip()))
+    client = nbclient.NotebookClient(
+        nb,
+        timeout=CELL_TIMEOUT,
+        startup_timeout=120,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(workdir)}},
+    )
+    client.execute()
+    return nb
+
+
+def _stdout(nb: nbformat.NotebookNode) -> str:
+    return "".join(
+        out.get("text", "")
+        for cell in nb.cells
+        if cell.cell_type == "code"
+        for out in cell.get("outputs", [])
+        if out.get("output_type") == "stream"
+    )
+
+
+def test_notebooks_exist():
+    names = {p.name for p in NOTEBOOKS}
+    assert {"quickstart.ipynb", "monitor_stop.ipynb"} <= names
+
+
+def test_notebooks_are_committed_without_outputs():
+    for path in NOTEBOOKS:
+        nb = nbformat.read(path, as_version=4)
+        for cell in nb.cells:
+            if cell.cell_type == "code":
+                assert cell.outputs == [], f"{path.name}: clear the outputs before committing"
+                assert cell.execution_count is None, f"{path.name}: clear the outputs"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
+def test_notebook_runs_headless(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    if not BUNDLE.exists():
+        pytest.fail("nnx_lab/static/monitor.js is missing: run `npm run build`", pytrace=False)
+    workdir = tmp_path / "notebooks"
+    shutil.copytree(path.parent, workdir, ignore=shutil.ignore_patterns("runs", ".ipynb*"))
+    # The kernel inherits this environment: no progress bars, runs under workdir, and
+    # nnx_lab importable from this checkout even when it is not installed.
+    monkeypatch.setenv("NNX_TQDM_DISABLE", "1")
+    monkeypatch.setenv("NNX_RUNS_ROOT", str(workdir / "runs"))  # the notebook's ./runs
+    monkeypatch.setenv(
+        "PYTHONPATH", os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)
+    )
+
+    nb = _execute(path, workdir)
+
+    errors = [
+        f"{out.get('ename')}: {out.get('evalue')}"
+        for cell in nb.cells
+        if cell.cell_type == "code"
+        for out in cell.get("outputs", [])
+        if out.get("output_type") == "error"
+    ]
+    assert errors == []
+    text = _stdout(nb)
+    if path.name == "quickstart.ipynb":
+        match = TRAINED.search(text)
+        assert match, text
+        assert int(match.group(1)) > 0
+        assert (workdir / "runs" / match.group(2) / "checkpoints" / "last.json").is_file()
+        assert re.search(r"predicted 64 samples", text), text
+    if path.name in STOP_CELLS:
+        match = STOPPED.search(text)
+        assert match, text
+        run_dir = workdir / "runs" / match.group(1)
+        assert (run_dir / "checkpoints" / "last.json").is_file()
+        assert yaml.safe_load((run_dir / "metadata.yaml").read_text())["status"] == "stopped"
