@@ -1,5 +1,6 @@
 """``nnx_lab.precision``: precision policies (§2.2), re-exported from the engine."""
 
+from .engine.errors import PrecisionUnsupportedError
 from .engine.precision import (
     MODES,
     REFERENCE_TOLERANCES,
@@ -7,13 +8,16 @@ from .engine.precision import (
     ResolvedPrecision,
     full_precision_only,
     precision_support,
+    resolve_precision,
 )
 
 __all__ = [
     "MODES",
     "REFERENCE_TOLERANCES",
     "PrecisionPolicy",
+    "PrecisionUnsupportedError",
     "ResolvedPrecision",
     "full_precision_only",
     "precision_support",
+    "resolve_precision",
 ]

@@ -62,13 +62,16 @@ def _fsync_dir(folder: Path) -> None:
 
 
 def atomic_write_json(path: Path, data: Any) -> None:
-    atomic_write_bytes(
-        path, (json.dumps(data, indent=1, sort_keys=True, allow_nan=True) + "\n").encode()
-    )
+    atomic_write_bytes(path, (json.dumps(data, indent=1, allow_nan=True) + "\n").encode())
+
+
+# libyaml's C emitter and parser when present: the pure-Python ones cost milliseconds.
+_Dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def atomic_write_yaml(path: Path, data: Any) -> None:
-    atomic_write_bytes(path, yaml.safe_dump(data, sort_keys=False).encode())
+    atomic_write_bytes(path, yaml.dump(data, Dumper=_Dumper, sort_keys=False).encode())
 
 
 def read_json(path: Path) -> Any:
@@ -76,7 +79,7 @@ def read_json(path: Path) -> Any:
 
 
 def read_yaml(path: Path) -> Any:
-    return yaml.safe_load(Path(path).read_text())
+    return yaml.load(Path(path).read_text(), Loader=_Loader)
 
 
 @contextlib.contextmanager

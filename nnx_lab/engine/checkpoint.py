@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import shutil
 import uuid
@@ -23,7 +24,7 @@ import torch
 from safetensors.torch import load as st_load
 from safetensors.torch import save as st_save
 
-from ._io import atomic_write_bytes, atomic_write_json, file_lock, read_json
+from ._io import atomic_write_bytes, file_lock, read_json
 from .enums import Checkpoints, coerce_enum
 from .runs import FORMAT_VERSION, NNRun, resolve_runs_root
 from .state import join_state, split_state
@@ -80,23 +81,77 @@ def write_checkpoint(
                 first = folder / name
             else:
                 _link_or_copy(first, folder / name)
-            atomic_write_json(
+            atomic_write_bytes(
                 sidecar,
-                {
-                    "format": FORMAT_VERSION,
-                    "type": type_,
-                    "tensors_file": name,
-                    "sha256": digest,
-                    "weights_only": training_state is None,
-                    "training_state": state_json,
-                    **meta,
-                },
+                _sidecar_bytes(
+                    {
+                        "format": FORMAT_VERSION,
+                        "type": type_,
+                        "tensors_file": name,
+                        "sha256": digest,
+                        "weights_only": training_state is None,
+                        "training_state": state_json,
+                        **meta,
+                    }
+                ),
             )
             if old is not None and old != name:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(folder / old)
             sidecars.append(sidecar)
+        _remove_orphans(folder)
     return sidecars
+
+
+def _sidecar_digest(sidecar: dict[str, Any]) -> str:
+    body = {k: v for k, v in sidecar.items() if k != "sidecar_sha256"}
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=True)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _sidecar_bytes(sidecar: dict[str, Any]) -> bytes:
+    """The sidecar's JSON with its own checksum; keys keep their order (lossless state)."""
+    sidecar = {**sidecar, "sidecar_sha256": _sidecar_digest(sidecar)}
+    return (json.dumps(sidecar, separators=(",", ":"), allow_nan=True) + "\n").encode()
+
+
+def _read_sidecar(path: Path) -> dict[str, Any]:
+    """Parse and verify a sidecar; a torn or edited one raises CheckpointCorruptError."""
+    try:
+        sidecar = read_json(path)
+    except ValueError as exc:
+        raise CheckpointCorruptError(
+            f"{path} is corrupted or truncated ({exc}); the checkpoint was not loaded. "
+            "Resume from the other checkpoint type, or retrain"
+        ) from None
+    recorded = sidecar.get("sidecar_sha256") if isinstance(sidecar, dict) else None
+    if not isinstance(sidecar, dict) or "tensors_file" not in sidecar or "sha256" not in sidecar:
+        raise CheckpointCorruptError(
+            f"{path} is not a checkpoint sidecar (no tensors_file/sha256); it was not loaded"
+        )
+    if recorded is not None and recorded != _sidecar_digest(sidecar):
+        raise CheckpointCorruptError(
+            f"{path} is corrupted: its content does not match the SHA-256 it recorded; the "
+            "checkpoint was not loaded. Resume from the other checkpoint type, or retrain"
+        )
+    return sidecar
+
+
+def _remove_orphans(folder: Path) -> None:
+    """Delete tensors files no sidecar names and temp files of writes that were killed.
+
+    Runs under the run's lock, so no other writer's temp file can be caught.
+    """
+    referenced = set()
+    for sidecar in folder.glob("*.json"):
+        name = _referenced_file(sidecar)
+        if name is not None:
+            referenced.add(name)
+    for path in folder.iterdir():
+        orphan = path.suffix == ".safetensors" and path.name not in referenced
+        if orphan or (path.name.startswith(".") and path.name.endswith(".tmp")):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
 
 
 def _link_or_copy(src: Path, dst: Path) -> None:
@@ -155,7 +210,7 @@ class NNCheckpoint:
                 "check the run id and runs_root, or train the run first"
             )
         with file_lock(run_dir / ".lock"):
-            sidecar = read_json(sidecar_path)
+            sidecar = _read_sidecar(sidecar_path)
             tensors_path = sidecar_path.parent / sidecar["tensors_file"]
             try:
                 payload = tensors_path.read_bytes()

@@ -7,6 +7,7 @@ them back in bulk every ``log_every`` steps and at each epoch end.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import random
 import time
@@ -115,11 +116,24 @@ def capture_rng(loaders: Sequence[Any]) -> dict[str, Any]:
             else None
             for ld in loaders
         ],
+        # A sampler built with its own generator (RandomSampler(ds, generator=g)).
+        "sampler_generators": [
+            g.get_state() if (g := _own_sampler_generator(ld)) is not None else None
+            for ld in loaders
+        ],
     }
     mps = getattr(torch, "mps", None)
     if mps is not None and torch.backends.mps.is_available():  # pragma: no cover - no MPS in CI
         state["torch_mps"] = mps.get_rng_state()
     return state
+
+
+def _own_sampler_generator(loader: Any) -> torch.Generator | None:
+    """The sampler's generator when it is not the loader's own (that one is saved apart)."""
+    gen = getattr(getattr(loader, "sampler", None), "generator", None)
+    if isinstance(gen, torch.Generator) and gen is not getattr(loader, "generator", None):
+        return gen
+    return None
 
 
 class _StepBuffer:
@@ -219,6 +233,11 @@ class TrainingLoop:
         self.best_value: float | None = start.get("best_value")
         self.has_best = bool(start.get("has_best"))
         self._epoch_start_rng: dict[str, Any] | None = None
+        # Epoch accumulators exist before the first epoch, so a stop at any point can flush.
+        self._epoch_conf: torch.Tensor | None = None
+        self._epoch_loss_sum = 0.0
+        self._epoch_samples = 0
+        self._last_record: StepRecord | None = None
 
     # -- lifecycle -----------------------------------------------------------------------
     def run_loop(self) -> NNRun:
@@ -249,7 +268,8 @@ class TrainingLoop:
             last_epoch = self.epoch + self.start["n_epochs"]
             while self.epoch < last_epoch and not self.control.stop_requested:
                 self._train_epoch(self.epoch + 1)
-            if self.control.stop_requested and not self.control.complete:
+            stopped_early = self.epoch < last_epoch  # a stop after the last epoch is a finish
+            if self.control.stop_requested and not self.control.complete and stopped_early:
                 status = RunStatus.STOPPED
         except KeyboardInterrupt as exc:
             self.control.request_stop("interrupted (KeyboardInterrupt)")
@@ -304,14 +324,15 @@ class TrainingLoop:
     def _train_epoch(self, epoch: int) -> None:
         params, net, opt = self.params, self.net, self.optimizer
         t0 = time.perf_counter()
-        self._epoch_start_rng = capture_rng([params.train_loader])
+        self._epoch_start_rng = capture_rng([params.train_loader, params.val_loader])
         self._epoch_conf: torch.Tensor | None = None
         self._epoch_loss_sum = 0.0
         self._epoch_samples = 0
         self._last_record: StepRecord | None = None
         net.train()
         device, loss_fn, buffer = self.device, self.loss_fn, self.buffer
-        autocast = self.precision.autocast
+        # fp32 skips the generator-based context manager on every step
+        autocast = self.precision.autocast if self.precision.reduced else contextlib.nullcontext
         clip = params.optim.grad_clip_norm
         accum = params.accumulation_steps
         trainable = [p for p in net.parameters() if p.requires_grad]
@@ -433,9 +454,7 @@ class TrainingLoop:
         if normalize is not None and grads:
             torch._foreach_div_(grads, float(normalize))
         if scaler is None and self.precision.reduced:
-            norm = torch.nn.utils.clip_grad_norm_(
-                trainable, clip if clip else math.inf, foreach=True
-            )
+            norm = torch.nn.utils.clip_grad_norm_(trainable, clip if clip else math.inf)
             if not bool(torch.isfinite(norm)):
                 raise FloatingPointError(
                     f"non-finite gradients at step {self.step + 1} under "
@@ -443,7 +462,7 @@ class TrainingLoop:
                     "set grad_clip_norm, or train in fp32"
                 )
         elif clip:
-            torch.nn.utils.clip_grad_norm_(trainable, clip, foreach=True)
+            torch.nn.utils.clip_grad_norm_(trainable, clip)
         if scaler is not None:
             scaler.step(opt)
             scaler.update()
@@ -557,13 +576,15 @@ class TrainingLoop:
             "optimizer": self.optimizer.state_dict(),
             "optimizer_topology": optimizer_topology(self.optimizer),
             "optimizer_name": self.params.optim.name.value,
+            "optim_params": self.params.optim.to_json(),
+            "accumulation_steps": self.params.accumulation_steps,
             "scheduler": None if self.scheduler is None else self.scheduler.state_dict(),
             "scheduler_params": (
                 None if self.params.scheduler is None else self.params.scheduler.to_json()
             ),
             "scaler": None if self.scaler is None else self.scaler.state_dict(),
             "precision": self.precision.record(),
-            "rng": capture_rng([self.params.train_loader]),
+            "rng": capture_rng([self.params.train_loader, self.params.val_loader]),
             "epoch_start_rng": None if complete else self._epoch_start_rng,
             "best_value": self.best_value,
             "has_best": self.has_best,

@@ -200,7 +200,15 @@ class NNModel:
             "on_started": lambda: None,
         }
         if resume is not None:
-            resume.apply(self, params, run, start, callbacks, components)
+            try:
+                resume.apply(self, params, run, start, callbacks, components)
+            except BaseException as exc:  # validated in plan_resume; still, never leave "running"
+                run.status = RunStatus.FAILED
+                run.metadata.update(
+                    status=RunStatus.FAILED.value, error=f"{type(exc).__name__}: {exc}"
+                )
+                write_metadata(run)
+                raise
         loop = TrainingLoop(self, params, run, list(callbacks), control, components, start=start)
         self.precision = precision
         return loop.run_loop()

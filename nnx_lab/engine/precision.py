@@ -8,7 +8,6 @@ only the forward pass and the loss; parameters stay float32.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,7 +31,7 @@ DEVICES = ("cpu", "cuda", "mps")
 # a policy's loss trajectory and final weights against a float64 reference run.
 REFERENCE_TOLERANCES: dict[tuple[str, str], dict[str, float]] = {
     ("cpu", "fp32"): {"loss_rtol": 1e-5, "weight_atol": 1e-5},
-    ("cpu", "bf16"): {"loss_rtol": 5e-2, "weight_atol": 5e-2},
+    ("cpu", "bf16"): {"loss_rtol": 2e-2, "weight_atol": 5e-2},
     ("cuda", "fp32"): {"loss_rtol": 1e-3, "weight_atol": 1e-3},
     ("cuda", "fp16"): {"loss_rtol": 2e-2, "weight_atol": 2e-2},
     ("cuda", "bf16"): {"loss_rtol": 5e-2, "weight_atol": 5e-2},
@@ -41,10 +40,15 @@ REFERENCE_TOLERANCES: dict[tuple[str, str], dict[str, float]] = {
 # Cells checked by the reference fixtures on the machines that run the test suite.
 _VERIFIED = {("cpu", "fp32"), ("cpu", "bf16")}
 
-SURFACES = ("train", "evaluate", "predict", "predict_proba")
-_NEVER = ("lr_finder", "custom train_step_fn", "custom eval_step_fn")
+# The NNModel surfaces that apply a policy. (NNx's predict_proba() joins this list when
+# nnx_lab grows one.) Custom step functions belong to neither list: they read
+# ``ctx.precision`` and apply it themselves.
+SURFACES = ("train", "evaluate", "predict")
+# Surfaces that never apply the policy: they always run in full precision.
+_NEVER = ("lr_finder",)
 
 _FULL_PRECISION_ONLY = "__nnx_full_precision_only__"
+_NO_AUTOCAST = contextlib.nullcontext()
 
 
 def full_precision_only(fn: Any) -> Any:
@@ -129,15 +133,43 @@ def device_can_run(device_type: str, mode: str) -> tuple[bool, str | None]:
 
 
 def _tf32_state() -> dict[str, Any]:
+    """TF32 as torch has it now: reported, never set by nnx_lab.
+
+    The legacy switches (``allow_tf32``) and ``float32_matmul_precision`` are always
+    reported; torch's newer ``fp32_precision`` settings are reported separately, and
+    only when someone has made them (anything but torch's ``"none"``).
+    """
+    import warnings
+
     import torch
 
-    if not torch.cuda.is_available():
-        return {"matmul": None, "cudnn": None, "note": "no CUDA device; TF32 does not apply"}
-    return {
-        "matmul": bool(torch.backends.cuda.matmul.allow_tf32),
-        "cudnn": bool(torch.backends.cudnn.allow_tf32),
-        "note": "reported, never set by nnx_lab",
-    }
+    state: dict[str, Any] = {"applies": bool(torch.cuda.is_available()), "set_by_nnx_lab": False}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch may warn about mixing the two APIs
+        for name, read in (
+            ("matmul_allow_tf32", lambda: torch.backends.cuda.matmul.allow_tf32),
+            ("cudnn_allow_tf32", lambda: torch.backends.cudnn.allow_tf32),
+            ("float32_matmul_precision", torch.get_float32_matmul_precision),
+        ):
+            try:
+                value = read()
+            except Exception:  # a backend that cannot answer reports None
+                value = None
+            state[name] = value if value is None or isinstance(value, str) else bool(value)
+        made: dict[str, str] = {}
+        for name, obj in (
+            ("generic", torch.backends),
+            ("cuda.matmul", torch.backends.cuda.matmul),
+            ("cudnn", torch.backends.cudnn),
+        ):
+            try:
+                value = getattr(obj, "fp32_precision", None)
+            except Exception:
+                value = None
+            if isinstance(value, str) and value != "none":
+                made[name] = value
+    state["fp32_precision"] = made or None
+    return state
 
 
 @dataclass(frozen=True)
@@ -165,16 +197,13 @@ class ResolvedPrecision:
     def reduced(self) -> bool:
         return self.effective != "fp32"
 
-    @contextlib.contextmanager
-    def autocast(self) -> Iterator[None]:
-        """Autocast for forward + loss; a no-op in fp32."""
+    def autocast(self) -> contextlib.AbstractContextManager[Any]:
+        """Autocast for forward + loss; a shared no-op context in fp32 (hot path)."""
         if not self.reduced:
-            yield
-            return
+            return _NO_AUTOCAST
         import torch
 
-        with torch.autocast(device_type=self.device_type, dtype=self.dtype):
-            yield
+        return torch.autocast(device_type=self.device_type, dtype=self.dtype)
 
     def covers(self) -> list[str]:
         if self.legacy_mixed_precision:
@@ -214,16 +243,25 @@ def resolve_precision(
     """Resolve a (normalized) policy on a device, or raise PrecisionUnsupportedError."""
     tf32 = _tf32_state()
     if policy is None and mixed_precision:
-        # Legacy meaning: fp16 autocast + scaler on CUDA, silently plain fp32 elsewhere.
-        effective = "fp16" if device_type == "cuda" else "fp32"
-        return ResolvedPrecision("fp16", effective, device_type, None, True, tf32)
+        # Legacy meaning: fp16 autocast + scaler in training on CUDA, silently plain fp32
+        # elsewhere, and no effect on evaluation or prediction.
+        if device_type == "cuda":
+            return ResolvedPrecision("fp16", "fp16", device_type, None, True, tf32)
+        reason = (
+            f"mixed_precision=True (legacy) means fp16 on CUDA only; on {device_type!r} it "
+            "trains in plain fp32"
+        )
+        return ResolvedPrecision("fp16", "fp32", device_type, reason, True, tf32)
     if policy is None:
         return ResolvedPrecision("fp32", "fp32", device_type, None, False, tf32)
+    # An explicit policy governs; mixed_precision=True next to PrecisionPolicy("fp16")
+    # only repeats it (normalize_policy refuses any other combination).
     ok, why = device_can_run(device_type, policy.mode)
     if ok:
-        return ResolvedPrecision(policy.mode, policy.mode, device_type, None, mixed_precision, tf32)
+        return ResolvedPrecision(policy.mode, policy.mode, device_type, None, False, tf32)
     if policy.fallback == "fp32":
-        return ResolvedPrecision(policy.mode, "fp32", device_type, why, mixed_precision, tf32)
+        reason = f"{why}; trained in fp32 as PrecisionPolicy(fallback='fp32') allows"
+        return ResolvedPrecision(policy.mode, "fp32", device_type, reason, False, tf32)
     raise PrecisionUnsupportedError(
         f"precision={policy.mode!r} cannot run here: {why}. "
         f"Use PrecisionPolicy({policy.mode!r}, fallback='fp32') to train in fp32 instead, "

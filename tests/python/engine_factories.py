@@ -33,13 +33,20 @@ def data(n_train: int = 256, n_val: int = 64, seed: int = 0, dim: int = 8, class
 
 def loaders(batch: int = 32, shuffle: bool = True, **kw: Any):
     X, y, Xv, yv = data(**kw)
-    return (DataLoader(TensorDataset(X, y), batch_size=batch, shuffle=shuffle),
-            DataLoader(TensorDataset(Xv, yv), batch_size=batch))
+    return (
+        DataLoader(TensorDataset(X, y), batch_size=batch, shuffle=shuffle),
+        DataLoader(TensorDataset(Xv, yv), batch_size=batch),
+    )
 
 
 def net_params(**kw: Any) -> NNParams:
-    base = {"input_dim": 8, "output_dim": 3, "hidden_dims": [32, 16], "dropout_prob": 0.1,
-            "activation": Activations.RELU}
+    base = {
+        "input_dim": 8,
+        "output_dim": 3,
+        "hidden_dims": [32, 16],
+        "dropout_prob": 0.1,
+        "activation": Activations.RELU,
+    }
     return NNParams(**{**base, **kw})
 
 
@@ -55,19 +62,27 @@ def model(**kw: Any) -> NNModel:
 _DEFAULT: Any = object()
 
 
-def train_params(runs_root, train_loader=_DEFAULT, val_loader=_DEFAULT, **kw: Any
-                 ) -> NNTrainParams:
+def train_params(runs_root, train_loader=_DEFAULT, val_loader=_DEFAULT, **kw: Any) -> NNTrainParams:
     if train_loader is _DEFAULT:
         train_loader, default_val = loaders()
         val_loader = default_val if val_loader is _DEFAULT else val_loader
     elif val_loader is _DEFAULT:
         val_loader = None
     base = {
-        "n_epochs": 3, "seed": 42, "train_loader": train_loader, "val_loader": val_loader,
-        "optim": NNOptimParams(name=Optims.ADAM, max_lr=1e-2, momentum=(0.9, 0.999),
-                               weight_decay=5e-5, grad_clip_norm=1.0),
-        "scheduler": NNSchedulerParams(min_lr=1e-7, factor=0.5, patience=3, cooldown=1,
-                                       threshold=1e-3),
+        "n_epochs": 3,
+        "seed": 42,
+        "train_loader": train_loader,
+        "val_loader": val_loader,
+        "optim": NNOptimParams(
+            name=Optims.ADAM,
+            max_lr=1e-2,
+            momentum=(0.9, 0.999),
+            weight_decay=5e-5,
+            grad_clip_norm=1.0,
+        ),
+        "scheduler": NNSchedulerParams(
+            min_lr=1e-7, factor=0.5, patience=3, cooldown=1, threshold=1e-3
+        ),
         "runs_root": str(runs_root),
     }
     return NNTrainParams(**{**base, **kw})

@@ -21,10 +21,12 @@ def test_a_reloaded_model_predicts_bit_for_bit_what_the_original_did(trained):
     root, model, run = trained
     X = torch.randn(100, 8)
     ckpt = NNCheckpoint.load(run=run.id, type=Checkpoints.LAST, runs_root=root)
-    assert ckpt.epoch == 4 and ckpt.step == len(run.idps)
+    assert ckpt.epoch == 4
+    assert ckpt.step == len(run.idps)
     again = NNModel.from_checkpoint(checkpoint=ckpt, device=Devices.CPU)
     a, b = model.predict(X=X), again.predict(X=X)
-    assert torch.equal(a.logits, b.logits) and torch.equal(a.classes, b.classes)
+    assert torch.equal(a.logits, b.logits)
+    assert torch.equal(a.classes, b.classes)
     for k, v in model.net.state_dict().items():
         assert torch.equal(v, again.net.state_dict()[k])
 
@@ -44,8 +46,9 @@ def test_predict_accepts_tensors_arrays_tuples_and_loaders(trained):
     ref = model.predict(X).logits
     assert torch.equal(model.predict(X.numpy()).logits, ref)
     assert torch.equal(model.predict((X, torch.zeros(70))).logits, ref)
-    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(X, torch.zeros(70)),
-                                         batch_size=32)
+    loader = torch.utils.data.DataLoader(
+        torch.utils.data.TensorDataset(X, torch.zeros(70)), batch_size=32
+    )
     assert torch.allclose(model.predict(loader).logits, ref, atol=1e-6)
     assert model.net.training  # predict restored the training mode
 
@@ -85,8 +88,9 @@ def test_the_run_directory_holds_no_pickle(trained):
 
 
 def test_load_with_training_state_of_a_missing_run_creates_nothing(tmp_path):
-    assert NNCheckpoint.load_with_training_state(run="f" * 32, type=Checkpoints.LAST,
-                                                 runs_root=tmp_path) == (None, None)
+    assert NNCheckpoint.load_with_training_state(
+        run="f" * 32, type=Checkpoints.LAST, runs_root=tmp_path
+    ) == (None, None)
     assert list(tmp_path.iterdir()) == []
 
 

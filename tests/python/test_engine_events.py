@@ -28,7 +28,8 @@ def test_a_run_emits_one_ordered_stream(runs_root):
     rec = Recorder()
     run = f.model().train(f.train_params(runs_root, n_epochs=3, log_every=5), callbacks=[rec])
     kinds = [type(e).__name__ for e in rec.events]
-    assert kinds[0] == "RunStarted" and kinds[-1] == "RunFinished"
+    assert kinds[0] == "RunStarted"
+    assert kinds[-1] == "RunFinished"
     steps = [e for e in rec.events if isinstance(e, ev.StepEnded)]
     assert [s.step for s in steps] == list(range(1, 25))
     records = [r for e in rec.events if isinstance(e, ev.StepMetrics) for r in e.records]
@@ -39,13 +40,16 @@ def test_a_run_emits_one_ordered_stream(runs_root):
     assert [e.epoch for e in epochs] == [1, 2, 3]
     assert all(e.val is not None and e.signal_source == "val_edp.error" for e in epochs)
     written = [e.type for e in rec.events if isinstance(e, ev.CheckpointWritten)]
-    assert written.count("last") == 3 and "best" in written
-    assert rec.events[-1].status == "finished" and run.status is RunStatus.FINISHED
+    assert written.count("last") == 3
+    assert "best" in written
+    assert rec.events[-1].status == "finished"
+    assert run.status is RunStatus.FINISHED
     # each epoch's records were emitted before its EpochEnded
     for e in epochs:
         idx = rec.events.index(e)
-        seen = [r.step for x in rec.events[:idx] if isinstance(x, ev.StepMetrics)
-                for r in x.records]
+        seen = [
+            r.step for x in rec.events[:idx] if isinstance(x, ev.StepMetrics) for r in x.records
+        ]
         assert seen[-1] == e.step
 
 
@@ -86,11 +90,14 @@ def test_a_stop_request_ends_after_the_current_step_with_last_written(runs_root)
     assert run.status is RunStatus.STOPPED
     assert len(run.idps) == 11
     meta = yaml.safe_load((run.run_dir / "metadata.yaml").read_text())
-    assert meta["status"] == "stopped" and meta["stop_reason"] == "test asked"
+    assert meta["status"] == "stopped"
+    assert meta["stop_reason"] == "test asked"
     last = NNCheckpoint.load(run=run, type=Checkpoints.LAST)
-    assert last.step == 11 and last.sidecar["epoch_complete"] is False
+    assert last.step == 11
+    assert last.sidecar["epoch_complete"] is False
     loaded = NNRun.load(id=run.id, runs_root=runs_root)
-    assert loaded.status is RunStatus.STOPPED and len(loaded.idps) == 11
+    assert loaded.status is RunStatus.STOPPED
+    assert len(loaded.idps) == 11
 
 
 class InterruptAt(StopAt):
@@ -107,7 +114,8 @@ def test_keyboard_interrupt_writes_last_records_stopped_and_propagates(runs_root
     meta = yaml.safe_load((run.run_dir / "metadata.yaml").read_text())
     assert meta["status"] == "stopped"
     last_line = json.loads((run.run_dir / "metrics.jsonl").read_text().splitlines()[-1])
-    assert last_line["event"] == "run_finished" and last_line["status"] == "stopped"
+    assert last_line["event"] == "run_finished"
+    assert last_line["status"] == "stopped"
     assert NNCheckpoint.load(run=run, type=Checkpoints.LAST).step == 13
 
 
@@ -134,7 +142,8 @@ def test_early_stopping_finishes_the_run_and_names_the_reason(runs_root):
     stopper = EarlyStopping(patience=1, monitor="train_edp.loss", min_delta=10.0)
     run = f.model().train(f.train_params(runs_root, n_epochs=6), callbacks=[stopper])
     assert run.status is RunStatus.FINISHED  # a complete run, ended early
-    assert len(run.epochs) == 2 and stopper.stopped_epoch == 2
+    assert len(run.epochs) == 2
+    assert stopper.stopped_epoch == 2
     assert "early stopping" in run.metadata["stop_reason"]
 
 
@@ -143,9 +152,10 @@ def test_early_stopping_without_validation_warns_once_and_never_stops(runs_root)
 
     train, _ = f.loaders()
     with pytest.warns(RuntimeWarning, match="no value to read"):
-        run = f.model().train(f.train_params(runs_root, train_loader=train, val_loader=None,
-                                             n_epochs=3),
-                              callbacks=[EarlyStopping(patience=1)])
+        run = f.model().train(
+            f.train_params(runs_root, train_loader=train, val_loader=None, n_epochs=3),
+            callbacks=[EarlyStopping(patience=1)],
+        )
     assert len(run.epochs) == 3
     assert all(e["signal_source"] == "train_edp.error" for e in run.epochs)
     assert all(math.isfinite(e["signal"]) for e in run.epochs)

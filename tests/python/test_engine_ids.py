@@ -48,14 +48,32 @@ CHANGES = {
     "n_epochs": ({}, {"n_epochs": 2}),
     "seed": ({}, {"seed": 1}),
     "optim.name": ({}, {"optim": NNOptimParams(name=Optims.SGD, max_lr=1e-2)}),
-    "optim.max_lr": ({}, {"optim": NNOptimParams(name=Optims.ADAM, max_lr=2e-2, weight_decay=5e-5,
-                                                 grad_clip_norm=1.0)}),
+    "optim.max_lr": (
+        {},
+        {
+            "optim": NNOptimParams(
+                name=Optims.ADAM, max_lr=2e-2, weight_decay=5e-5, grad_clip_norm=1.0
+            )
+        },
+    ),
     "optim.weight_decay": ({}, {"optim": NNOptimParams(max_lr=1e-2, grad_clip_norm=1.0)}),
     "optim.grad_clip_norm": ({}, {"optim": NNOptimParams(max_lr=1e-2, weight_decay=5e-5)}),
-    "optim.momentum": ({}, {"optim": NNOptimParams(max_lr=1e-2, momentum=(0.8, 0.99),
-                                                   weight_decay=5e-5, grad_clip_norm=1.0)}),
-    "scheduler.factor": ({}, {"scheduler": NNSchedulerParams(min_lr=1e-7, factor=0.2, patience=3,
-                                                             cooldown=1, threshold=1e-3)}),
+    "optim.momentum": (
+        {},
+        {
+            "optim": NNOptimParams(
+                max_lr=1e-2, momentum=(0.8, 0.99), weight_decay=5e-5, grad_clip_norm=1.0
+            )
+        },
+    ),
+    "scheduler.factor": (
+        {},
+        {
+            "scheduler": NNSchedulerParams(
+                min_lr=1e-7, factor=0.2, patience=3, cooldown=1, threshold=1e-3
+            )
+        },
+    ),
     "scheduler.none": ({}, {"scheduler": None}),
     "accumulation_steps": ({}, {"accumulation_steps": 2}),
     "net.hidden_dims": ({"net": {"hidden_dims": [16]}}, {}),
@@ -87,13 +105,17 @@ def test_the_id_changes_with_the_data(tmp_path):
 
 
 def test_one_changed_value_in_the_data_changes_the_id(tmp_path):
-    X, y, Xv, yv = f.data()
-    base = _id(tmp_path / "a", train_loader=DataLoader(TensorDataset(X, y), batch_size=32),
-               val_loader=None)
+    X, y, _Xv, _yv = f.data()
+    base = _id(
+        tmp_path / "a", train_loader=DataLoader(TensorDataset(X, y), batch_size=32), val_loader=None
+    )
     X2 = X.clone()
     X2[100, 3] += 1e-6
-    other = _id(tmp_path / "b", train_loader=DataLoader(TensorDataset(X2, y), batch_size=32),
-                val_loader=None)
+    other = _id(
+        tmp_path / "b",
+        train_loader=DataLoader(TensorDataset(X2, y), batch_size=32),
+        val_loader=None,
+    )
     assert other != base
 
 
@@ -110,7 +132,7 @@ def test_explicit_fp32_keeps_the_default_id(tmp_path):
 
 def test_list_of_batches_is_hashed_by_content(tmp_path):
     X, y, _, _ = f.data()
-    batches = [(X[i:i + 32], y[i:i + 32]) for i in range(0, 256, 32)]
+    batches = [(X[i : i + 32], y[i : i + 32]) for i in range(0, 256, 32)]
     a = _id(tmp_path / "a", train_loader=batches, val_loader=None)
     batches2 = [(b[0].clone(), b[1].clone()) for b in batches]
     assert _id(tmp_path / "b", train_loader=batches2, val_loader=None) == a

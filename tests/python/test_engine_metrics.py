@@ -29,17 +29,27 @@ def macro(y_true: np.ndarray, y_pred: np.ndarray) -> dict[str, float]:
         r.append(rc)
         f1.append(2 * pc * rc / (pc + rc) if pc + rc else 0.0)
     acc = float(np.mean(y_true == y_pred))
-    return {"accuracy": acc, "error": 1 - acc, "precision": float(np.mean(p)),
-            "recall": float(np.mean(r)), "f1": float(np.mean(f1))}
+    return {
+        "accuracy": acc,
+        "error": 1 - acc,
+        "precision": float(np.mean(p)),
+        "recall": float(np.mean(r)),
+        "f1": float(np.mean(f1)),
+    }
 
 
 def test_validation_metrics_cover_the_whole_split_with_a_partial_last_batch(runs_root):
     X, y, _, _ = f.data()
     Xv, yv = torch.randn(70, 8), torch.randint(0, 3, (70,))  # batches of 32, 32 and 6
     model = f.model()
-    run = model.train(f.train_params(runs_root, n_epochs=2,
-                                     train_loader=DataLoader(TensorDataset(X, y), batch_size=32),
-                                     val_loader=DataLoader(TensorDataset(Xv, yv), batch_size=32)))
+    run = model.train(
+        f.train_params(
+            runs_root,
+            n_epochs=2,
+            train_loader=DataLoader(TensorDataset(X, y), batch_size=32),
+            val_loader=DataLoader(TensorDataset(Xv, yv), batch_size=32),
+        )
+    )
     val = run.idps[-1].val_edp
     logits = model.predict(Xv).logits
     ref = macro(yv.numpy(), logits.argmax(1).numpy())
@@ -68,10 +78,11 @@ def test_per_step_training_records_match_a_reference(runs_root):
     assert [p.train_edp.samples for p in run.idps] == [32, 32, 32, 4]
     forwards = spy.out[:4]  # the training forwards come first; validation is off
     for i, idp in enumerate(run.idps):
-        yb = y[i * 32:(i + 1) * 32]
+        yb = y[i * 32 : (i + 1) * 32]
         ref = macro(yb.numpy(), forwards[i].argmax(1).numpy())
-        assert idp.train_edp.loss == pytest.approx(float(F.cross_entropy(forwards[i], yb)),
-                                                   rel=1e-6)
+        assert idp.train_edp.loss == pytest.approx(
+            float(F.cross_entropy(forwards[i], yb)), rel=1e-6
+        )
         for k, v in ref.items():
             assert getattr(idp.train_edp, k) == pytest.approx(v, abs=1e-9), (i, k)
 
@@ -83,7 +94,8 @@ def test_nll_reports_the_cross_entropy_of_the_same_weights(runs_root):
     nll = f.model(net={"dropout_prob": 0.0}, loss=Losses.NEGATIVE_LOG_LIKELIHOOD)
     nll.net.load_state_dict(ce.net.state_dict())
     a, b = ce.evaluate(val), nll.evaluate(val)
-    assert a.loss == pytest.approx(b.loss, rel=1e-6) and a.accuracy == b.accuracy
+    assert a.loss == pytest.approx(b.loss, rel=1e-6)
+    assert a.accuracy == b.accuracy
     assert torch.equal(ce.predict(f.data()[2]).logits, nll.predict(f.data()[2]).logits)
     run = nll.train(f.train_params(runs_root, n_epochs=2, train_loader=train, val_loader=val))
     assert math.isfinite(run.idps[-1].train_edp.loss)
@@ -95,9 +107,15 @@ def test_every_optimizer_trains_the_loss_down(runs_root, optim):
     y = (X[:, 0] > 0).long() + (X[:, 1] > 0).long()  # learnable
     loader = DataLoader(TensorDataset(X, y), batch_size=32, shuffle=True)
     lr = {Optims.SGD: 0.1, Optims.RMSPROP: 3e-3}.get(optim, 1e-2)
-    run = f.model(net={"dropout_prob": 0.0}).train(f.train_params(
-        runs_root, n_epochs=8, train_loader=loader, val_loader=None,
-        optim=NNOptimParams(name=optim, max_lr=lr)))
+    run = f.model(net={"dropout_prob": 0.0}).train(
+        f.train_params(
+            runs_root,
+            n_epochs=8,
+            train_loader=loader,
+            val_loader=None,
+            optim=NNOptimParams(name=optim, max_lr=lr),
+        )
+    )
     first = np.mean([p.train_edp.loss for p in run.idps[:8]])
     last = np.mean([p.train_edp.loss for p in run.idps[-8:]])
     assert last < 0.8 * first
@@ -106,17 +124,28 @@ def test_every_optimizer_trains_the_loss_down(runs_root, optim):
 def test_regression_and_binary_losses_train(runs_root):
     X = torch.randn(128, 8)
     yr = X[:, :1] * 2.0
-    run = f.model(net={"output_dim": 1, "dropout_prob": 0.0}, loss=Losses.MEAN_SQUARED_ERROR
-                  ).train(f.train_params(runs_root / "r", n_epochs=3, val_loader=None,
-                                         train_loader=DataLoader(TensorDataset(X, yr),
-                                                                 batch_size=32)))
+    run = f.model(net={"output_dim": 1, "dropout_prob": 0.0}, loss=Losses.MEAN_SQUARED_ERROR).train(
+        f.train_params(
+            runs_root / "r",
+            n_epochs=3,
+            val_loader=None,
+            train_loader=DataLoader(TensorDataset(X, yr), batch_size=32),
+        )
+    )
     rec = run.idps[-1].train_edp
-    assert rec.error is None and rec.accuracy is None and math.isfinite(rec.loss)
+    assert rec.error is None
+    assert rec.accuracy is None
+    assert math.isfinite(rec.loss)
     yb = (X[:, :2] > 0).float()
     model = f.model(net={"output_dim": 2}, loss=Losses.BINARY_CROSS_ENTROPY)
-    run = model.train(f.train_params(runs_root / "b", n_epochs=3,
-                                     train_loader=DataLoader(TensorDataset(X, yb), batch_size=32),
-                                     val_loader=DataLoader(TensorDataset(X, yb), batch_size=50)))
+    run = model.train(
+        f.train_params(
+            runs_root / "b",
+            n_epochs=3,
+            train_loader=DataLoader(TensorDataset(X, yb), batch_size=32),
+            val_loader=DataLoader(TensorDataset(X, yb), batch_size=50),
+        )
+    )
     val = run.idps[-1].val_edp
     pred = model.predict(X)
     assert set(pred.classes.unique().tolist()) <= {0, 1}
@@ -130,17 +159,20 @@ def _rec(loss, error):
 NAN = float("nan")
 
 
-@pytest.mark.parametrize(("val", "train", "expected"), [
-    (EDP(loss=0.9, error=0.3, samples=5), _rec(0.5, 0.2), (0.3, "val_edp.error")),
-    (EDP(loss=0.9, error=NAN, samples=5), _rec(0.5, 0.2), (0.9, "val_edp.loss")),
-    (EDP(loss=NAN, error=NAN, samples=5), _rec(0.5, 0.2), (0.2, "train_edp.error")),
-    (EDP(loss=NAN, error=None, samples=5), _rec(0.5, None), (0.5, "train_edp.loss")),
-    (EDP(loss=NAN, error=NAN, samples=5), _rec(float("inf"), NAN), (None, None)),
-    (None, _rec(0.5, 0.25), (0.25, "train_edp.error")),
-    # an unavailable validation record ends the walk: training values do not stand in
-    (EDP(loss=NAN, error=None, samples=0), _rec(0.5, 0.2), (None, None)),
-    (EDP(loss=None, error=None, samples=4), _rec(0.5, 0.2), (None, None)),
-])
+@pytest.mark.parametrize(
+    ("val", "train", "expected"),
+    [
+        (EDP(loss=0.9, error=0.3, samples=5), _rec(0.5, 0.2), (0.3, "val_edp.error")),
+        (EDP(loss=0.9, error=NAN, samples=5), _rec(0.5, 0.2), (0.9, "val_edp.loss")),
+        (EDP(loss=NAN, error=NAN, samples=5), _rec(0.5, 0.2), (0.2, "train_edp.error")),
+        (EDP(loss=NAN, error=None, samples=5), _rec(0.5, None), (0.5, "train_edp.loss")),
+        (EDP(loss=NAN, error=NAN, samples=5), _rec(float("inf"), NAN), (None, None)),
+        (None, _rec(0.5, 0.25), (0.25, "train_edp.error")),
+        # an unavailable validation record ends the walk: training values do not stand in
+        (EDP(loss=NAN, error=None, samples=0), _rec(0.5, 0.2), (None, None)),
+        (EDP(loss=None, error=None, samples=4), _rec(0.5, 0.2), (None, None)),
+    ],
+)
 def test_selection_walks_val_error_val_loss_train_error_train_loss(val, train, expected):
     assert selection_signal(val, train) == expected
 
@@ -154,7 +186,7 @@ class Poisoned:
     def __iter__(self):
         self.calls += 1
         X = self.X if self.calls <= self.clean else torch.full_like(self.X, NAN)
-        return iter([(X[i:i + 32], self.y[i:i + 32]) for i in range(0, len(X), 32)])
+        return iter([(X[i : i + 32], self.y[i : i + 32]) for i in range(0, len(X), 32)])
 
 
 def test_epochs_without_a_finite_signal_skip_the_plateau_step(runs_root):
@@ -162,14 +194,22 @@ def test_epochs_without_a_finite_signal_skip_the_plateau_step(runs_root):
     y = X[:, :1]
     sched = NNSchedulerParams(min_lr=1e-7, factor=0.5, patience=0, cooldown=0, threshold=0.0)
     model = f.model(net={"output_dim": 1}, loss=Losses.MEAN_SQUARED_ERROR)
-    run = model.train(f.train_params(
-        runs_root, n_epochs=4, train_loader=Poisoned(X, y), val_loader=Poisoned(X, y),
-        data_id="poisoned", scheduler=sched))
+    run = model.train(
+        f.train_params(
+            runs_root,
+            n_epochs=4,
+            train_loader=Poisoned(X, y),
+            val_loader=Poisoned(X, y),
+            data_id="poisoned",
+            scheduler=sched,
+        )
+    )
     assert all(e["signal"] is None for e in run.epochs)
     assert [e["lr"] for e in run.epochs] == [1e-2] * 4  # patience 0 would have halved it
     assert all(math.isnan(p.train_edp.loss) for p in run.idps)  # raw NaN kept as history
     best = __import__("nnx_lab").NNCheckpoint.load(run=run, type="best")
-    assert best.sidecar["signal_unavailable"] is True and best.epoch == 1
+    assert best.sidecar["signal_unavailable"] is True
+    assert best.epoch == 1
 
 
 def test_a_finite_epoch_replaces_an_unavailable_best_baseline(runs_root):
@@ -180,12 +220,16 @@ def test_a_finite_epoch_replaces_an_unavailable_best_baseline(runs_root):
         def __iter__(self):  # check pass clean, epoch 1 NaN, later epochs clean
             self.calls += 1
             X = torch.full_like(self.X, NAN) if self.calls == 2 else self.X
-            return iter([(X[i:i + 32], self.y[i:i + 32]) for i in range(0, len(X), 32)])
+            return iter([(X[i : i + 32], self.y[i : i + 32]) for i in range(0, len(X), 32)])
 
     train = DataLoader(TensorDataset(X, y), batch_size=32)
-    run = f.model(net={"output_dim": 1}, loss=Losses.MEAN_SQUARED_ERROR).train(f.train_params(
-        runs_root, n_epochs=3, train_loader=train, val_loader=Late(X, y), data_id="late"))
+    run = f.model(net={"output_dim": 1}, loss=Losses.MEAN_SQUARED_ERROR).train(
+        f.train_params(
+            runs_root, n_epochs=3, train_loader=train, val_loader=Late(X, y), data_id="late"
+        )
+    )
     signals = [(e["signal"], e["signal_source"]) for e in run.epochs]
     assert math.isnan(run.epochs[0]["val"]["loss"])  # the raw NaN stays in history
     assert signals[0][1] == "train_edp.loss"  # the NaN val loss is skipped, not the walk
-    assert signals[1][1] == "val_edp.loss" and signals[2][1] == "val_edp.loss"
+    assert signals[1][1] == "val_edp.loss"
+    assert signals[2][1] == "val_edp.loss"

@@ -64,20 +64,29 @@ def test_quickstart_snippet_runs_and_writes_the_run_directory(tmp_path, monkeypa
     run, result = ns["run"], ns["result"]
     assert 8 <= len(run.idps) <= 80  # 8 steps an epoch, EarlyStopping may end it early
     assert len(result.classes) == 64
-    assert result.logits.dtype.is_floating_point and result.logits.shape == (64, 3)
+    assert result.logits.dtype.is_floating_point
+    assert result.logits.shape == (64, 3)
     run_dir = tmp_path / "runs" / run.id
-    for name in ("run.yaml", "metadata.yaml", "metrics.jsonl", "checkpoints/last.json",
-                 "checkpoints/best.json"):
+    for name in (
+        "run.yaml",
+        "metadata.yaml",
+        "metrics.jsonl",
+        "checkpoints/last.json",
+        "checkpoints/best.json",
+    ):
         assert (run_dir / name).is_file(), name
     meta = yaml.safe_load((run_dir / "metadata.yaml").read_text())
     assert meta["status"] == "finished"
-    assert meta["seed"] == 42 and meta["torch"]
+    assert meta["seed"] == 42
+    assert meta["torch"]
     lines = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    assert lines[0]["event"] == "run_started" and lines[-1]["event"] == "run_finished"
+    assert lines[0]["event"] == "run_started"
+    assert lines[-1]["event"] == "run_finished"
     assert sum(1 for x in lines if x["event"] == "step") == len(run.idps)
     # every idp carries NNx's training record; epoch ends carry validation
     last = run.idps[-1]
-    assert last.val_edp is not None and 0.0 <= last.val_edp.accuracy <= 1.0
+    assert last.val_edp is not None
+    assert 0.0 <= last.val_edp.accuracy <= 1.0
     for name in ("loss", "error", "accuracy", "precision", "recall", "f1"):
         assert getattr(last.train_edp, name) is not None
 
@@ -85,8 +94,7 @@ def test_quickstart_snippet_runs_and_writes_the_run_directory(tmp_path, monkeypa
     before = sorted(p.name for p in (tmp_path / "runs").iterdir())
     model, params = ns["model"], ns["train_params"]
     with pytest.raises(FileExistsError, match="overwrite_existing=True"):
-        model.__class__(net_params=ns["net_params"], params=ns["model_params"]).train(
-            params=params)
+        model.__class__(net_params=ns["net_params"], params=ns["model_params"]).train(params=params)
     assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == before
     del model
 
@@ -103,14 +111,31 @@ def test_overwrite_existing_replaces_the_run(runs_root):
 
 
 def test_cli_quickstart_trains_and_summarizes(tmp_path):
-    env = {**os.environ, "NNX_TQDM_DISABLE": "1",
-           "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
-    out = subprocess.run([sys.executable, "-m", "nnx_lab", "quickstart", "--runs-root",
-                          str(tmp_path / "r")], capture_output=True, text=True, env=env,
-                         cwd=tmp_path, timeout=300, check=False)
+    env = {
+        **os.environ,
+        "NNX_TQDM_DISABLE": "1",
+        "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
+    }
+    out = subprocess.run(
+        [sys.executable, "-m", "nnx_lab", "quickstart", "--runs-root", str(tmp_path / "r")],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=300,
+        check=False,
+    )
     assert out.returncode == 0, out.stderr
-    assert "trained" in out.stdout and "predicted 64 samples" in out.stdout
-    again = subprocess.run([sys.executable, "-m", "nnx_lab", "quickstart", "--runs-root",
-                            str(tmp_path / "r")], capture_output=True, text=True, env=env,
-                           cwd=tmp_path, timeout=300, check=False)
-    assert again.returncode == 1 and "--overwrite" in again.stderr
+    assert "trained" in out.stdout
+    assert "predicted 64 samples" in out.stdout
+    again = subprocess.run(
+        [sys.executable, "-m", "nnx_lab", "quickstart", "--runs-root", str(tmp_path / "r")],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=300,
+        check=False,
+    )
+    assert again.returncode == 1
+    assert "--overwrite" in again.stderr

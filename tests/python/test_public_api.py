@@ -14,11 +14,36 @@ import nnx_lab
 ROOT = Path(__file__).resolve().parents[2]
 
 EXPECTED = {
-    "Activations", "Callback", "CheckpointCorruptError", "Checkpoints", "ConfigError",
-    "DataError", "Devices", "EDP", "EarlyStopping", "IDP", "Losses", "NNCheckpoint", "NNModel",
-    "NNModelParams", "NNOptimParams", "NNParams", "NNRun", "NNSchedulerParams", "NNTrainParams",
-    "Nets", "Optims", "PrecisionPolicy", "PrecisionUnsupportedError", "Prediction",
-    "ResumeError", "RunStatus", "TrainingControl", "TrainingMonitor", "__version__", "events",
+    "Activations",
+    "Callback",
+    "CheckpointCorruptError",
+    "Checkpoints",
+    "ConfigError",
+    "DataError",
+    "Devices",
+    "EDP",
+    "EarlyStopping",
+    "IDP",
+    "Losses",
+    "NNCheckpoint",
+    "NNModel",
+    "NNModelParams",
+    "NNOptimParams",
+    "NNParams",
+    "NNRun",
+    "NNSchedulerParams",
+    "NNTrainParams",
+    "Nets",
+    "Optims",
+    "PrecisionPolicy",
+    "PrecisionUnsupportedError",
+    "Prediction",
+    "ResumeError",
+    "RunStatus",
+    "TrainingControl",
+    "TrainingMonitor",
+    "__version__",
+    "events",
     "precision_support",
 }
 
@@ -40,28 +65,49 @@ def test_an_unknown_name_is_an_attribute_error():
 def _modules_after(code: str) -> set[str]:
     out = subprocess.run(
         [sys.executable, "-c", f"import sys; {code}; print('\\n'.join(sys.modules))"],
-        capture_output=True, text=True, check=True, cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)})
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     return set(out.stdout.split())
 
 
 def test_importing_nnx_lab_is_cheap_and_loads_no_torch():
     mods = _modules_after("import nnx_lab")
-    assert "torch" not in mods and "nnx_lab.engine.model" not in mods
+    assert "torch" not in mods
+    assert "nnx_lab.engine.model" not in mods
 
 
-@pytest.mark.parametrize("module", ["nnx_lab.engine.model", "nnx_lab.engine.resume",
-                                    "nnx_lab.engine.checkpoint", "nnx_lab.engine.callbacks"])
+@pytest.mark.parametrize(
+    "module",
+    [
+        "nnx_lab.engine.model",
+        "nnx_lab.engine.resume",
+        "nnx_lab.engine.checkpoint",
+        "nnx_lab.engine.callbacks",
+    ],
+)
 def test_the_engine_imports_no_jupyter_widget_or_plot_package(module):
     mods = _modules_after(f"import {module}")
     for banned in ("ipywidgets", "anywidget", "IPython", "plotly", "traitlets", "nnx_lab.widgets"):
         assert banned not in mods, f"{module} imported {banned}"
 
 
-@pytest.mark.parametrize(("value", "disabled"), [
-    ("1", True), ("true", True), ("YES", True), ("True", True),
-    ("0", False), ("", False), ("no", False), ("off", False),
-])
+@pytest.mark.parametrize(
+    ("value", "disabled"),
+    [
+        ("1", True),
+        ("true", True),
+        ("YES", True),
+        ("True", True),
+        ("0", False),
+        ("", False),
+        ("no", False),
+        ("off", False),
+    ],
+)
 def test_nnx_tqdm_disable_values(monkeypatch, value, disabled):
     from nnx_lab.engine.callbacks import tqdm_disabled
 
