@@ -43,6 +43,7 @@ _EXPORTS: dict[str, str] = {
     "Callback": "nnx_lab.engine.sinks",
     "TrainingControl": "nnx_lab.engine.events",
     "events": "nnx_lab.engine.events",
+    "precision": "nnx_lab.precision",
     "TrainingMonitor": "nnx_lab.widgets",
 }
 
@@ -54,7 +55,7 @@ def __getattr__(name: str) -> Any:
     if module is None:
         raise AttributeError(f"module 'nnx_lab' has no attribute {name!r}")
     mod = importlib.import_module(module)
-    value = mod if name == "events" else getattr(mod, name)
+    value = mod if name in ("events", "precision") else getattr(mod, name)
     globals()[name] = value  # later lookups skip this function
     return value
 

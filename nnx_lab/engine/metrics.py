@@ -47,6 +47,10 @@ class EDP:
         return cls(**{k: data.get(k) for k in (*METRIC_NAMES, "samples")})
 
 
+def _at_least_fp32(t: torch.Tensor) -> torch.Tensor:
+    return t.to(torch.promote_types(t.dtype, torch.float32)) if t.is_floating_point() else t.float()
+
+
 def loss_function(loss: Losses) -> Callable[..., torch.Tensor]:
     """``fn(logits, y, reduction)`` for a loss enum. NLL applies log_softmax first (§2.10)."""
     if loss is Losses.CROSS_ENTROPY:
@@ -55,13 +59,15 @@ def loss_function(loss: Losses) -> Callable[..., torch.Tensor]:
         return lambda logits, y, reduction="mean": F.nll_loss(
             F.log_softmax(logits, dim=-1), y, reduction=reduction
         )
+    # Regression and binary losses compare in at least float32: under bf16 autocast a
+    # target cast to the output's dtype would be rounded before the loss sees it.
     if loss is Losses.MEAN_SQUARED_ERROR:
         return lambda out, y, reduction="mean": F.mse_loss(
-            out, y.reshape(out.shape).to(out.dtype), reduction=reduction
+            _at_least_fp32(out), _at_least_fp32(y.reshape(out.shape)), reduction=reduction
         )
     if loss is Losses.BINARY_CROSS_ENTROPY:
         return lambda logits, y, reduction="mean": F.binary_cross_entropy_with_logits(
-            logits, y.reshape(logits.shape).to(logits.dtype), reduction=reduction
+            _at_least_fp32(logits), _at_least_fp32(y.reshape(logits.shape)), reduction=reduction
         )
     raise NotImplementedError(loss)
 

@@ -44,6 +44,7 @@ EXPECTED = {
     "TrainingMonitor",
     "__version__",
     "events",
+    "precision",
     "precision_support",
 }
 
