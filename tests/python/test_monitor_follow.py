@@ -1,0 +1,179 @@
+"""TrainingMonitor.from_run: a finished run's log, and a log still being written."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from nnx_lab.engine.events import RunFinished, StepMetrics
+from nnx_lab.widgets import TrainingMonitor
+from nnx_lab.widgets._follow import JsonlTail
+from nnx_lab.widgets._testing import FakeFrontend, feed, scripted_run, write_jsonl
+
+
+def _wait_for(predicate, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.02)
+    return predicate()
+
+
+@pytest.fixture
+def run_dir(tmp_path):
+    d = tmp_path / "runs" / "r1"
+    d.mkdir(parents=True)
+    return d
+
+
+def test_from_run_renders_a_finished_run_like_the_live_monitor(run_dir):
+    events = scripted_run(run_id="r1", n_epochs=3, steps_per_epoch=20, log_every=7)
+    write_jsonl(run_dir / "metrics.jsonl", events)
+    live = TrainingMonitor()
+    feed(live, events)
+    replayed = TrainingMonitor.from_run("r1", runs_root=run_dir.parent)
+    try:
+        for name in ("run_id", "status", "epoch", "n_epochs", "step", "total_steps", "samples"):
+            assert getattr(replayed, name) == getattr(live, name), name
+        assert replayed.elapsed == pytest.approx(live.elapsed)
+        assert replayed.series() == live.series()
+        assert replayed.epoch_rows == live.epoch_rows
+        assert replayed._follow_thread is None  # finished: nothing to follow
+        fe = FakeFrontend(replayed)
+        fe.hello()
+        assert fe.points == 60
+        assert len(fe.epochs) == 3
+    finally:
+        live.close()
+        replayed.close()
+
+
+def test_from_run_sends_nothing_while_reading_the_log(run_dir, monkeypatch):
+    write_jsonl(run_dir / "metrics.jsonl", scripted_run(run_id="r1", steps_per_epoch=500))
+    sent = []
+    monkeypatch.setattr(TrainingMonitor, "send", lambda self, c, buffers=None: sent.append(c))
+    m = TrainingMonitor.from_run("r1", runs_root=run_dir.parent)
+    # one append with everything, once the log has been read
+    assert [c["kind"] for c in sent] == ["append"]
+    assert sent[-1]["count"] == 1500
+    m.close()
+
+
+def test_follow_a_run_being_written(run_dir):
+    path = run_dir / "metrics.jsonl"
+    events = scripted_run(run_id="r1", n_epochs=2, steps_per_epoch=30, log_every=5)
+    finished = events[-1]
+    assert isinstance(finished, RunFinished)
+    body = events[:-1]
+    write_jsonl(path, body[:10])
+    m = TrainingMonitor.from_run("r1", runs_root=run_dir.parent, poll_interval=0.05)
+    fe = FakeFrontend(m)
+    fe.hello()  # as a view does when it renders
+    try:
+        assert m.status == "running"
+        first = m.loss_points
+        assert first > 0
+        assert m._follow_thread is not None
+        assert m._follow_thread.is_alive()
+        assert m.can_stop is False
+        with pytest.raises(RuntimeError, match="another process"):
+            m.stop()
+
+        write_jsonl(path, body[10:])
+        assert _wait_for(lambda: m.loss_points == 60)
+        assert _wait_for(lambda: fe.points == 60)
+
+        # the writer is in the middle of the last line: nothing of it is applied yet
+        line = json.dumps(finished.to_json()) + "\n"
+        with path.open("a") as fh:
+            fh.write(line[:20])
+        time.sleep(0.3)
+        assert m.status == "running"
+        with path.open("a") as fh:
+            fh.write(line[20:])
+        m.wait(timeout=10)  # the follower ends at run_finished
+        assert m.status == "finished"
+        assert not m._follow_thread.is_alive()
+        assert fe.state["status"] == "finished"
+        assert fe.columns["step"] == list(range(1, 61))
+    finally:
+        m.close()
+
+
+def test_close_stops_following(run_dir):
+    write_jsonl(run_dir / "metrics.jsonl", scripted_run(run_id="r1")[:5])
+    m = TrainingMonitor.from_run("r1", runs_root=run_dir.parent, poll_interval=0.05)
+    thread = m._follow_thread
+    assert thread.is_alive()
+    m.close()
+    assert not thread.is_alive()
+
+
+def test_follow_waits_for_the_log_to_appear(run_dir):
+    m = TrainingMonitor.from_run("r1", runs_root=run_dir.parent, poll_interval=0.05)
+    try:
+        assert m.status == "created"
+        assert m.run_id == "r1"
+        write_jsonl(run_dir / "metrics.jsonl", scripted_run(run_id="r1"))
+        m.wait(timeout=10)
+        assert m.status == "finished"
+        assert m.loss_points == 30
+    finally:
+        m.close()
+
+
+def test_without_follow_an_unfinished_log_takes_the_metadata_status(run_dir):
+    write_jsonl(run_dir / "metrics.jsonl", scripted_run(run_id="r1")[:6])
+    (run_dir / "metadata.yaml").write_text("status: failed\nseed: 0\n")
+    m = TrainingMonitor.from_run("r1", runs_root=run_dir.parent, follow=False)
+    assert m.status == "failed"
+    assert m._follow_thread is None
+    m.close()
+
+
+def test_missing_run_says_what_to_check(tmp_path):
+    with pytest.raises(FileNotFoundError, match=r"no run 'nope' under .*check the id"):
+        TrainingMonitor.from_run("nope", runs_root=tmp_path)
+
+
+def test_bad_lines_are_skipped(run_dir):
+    path = run_dir / "metrics.jsonl"
+    events = scripted_run(run_id="r1", n_epochs=1, steps_per_epoch=5)
+    write_jsonl(path, events[:3])
+    with path.open("a") as fh:
+        fh.write("this is not json\n")
+        fh.write(json.dumps({"event": "from_the_future", "x": 1}) + "\n")
+    write_jsonl(path, events[3:])
+    m = TrainingMonitor.from_run("r1", runs_root=run_dir.parent)
+    assert m.status == "finished"
+    assert m.loss_points == 5
+    m.close()
+
+
+def test_jsonl_tail_keeps_partial_lines_and_restarts_after_truncation(tmp_path):
+    path = tmp_path / "m.jsonl"
+    tail = JsonlTail(path)
+    assert tail.read() == []  # no file yet
+    path.write_text('{"a": 1}\n{"b"')
+    assert tail.read() == [{"a": 1}]
+    with path.open("a") as fh:
+        fh.write(": 2}\n")
+    assert tail.read() == [{"b": 2}]
+    assert tail.read() == []
+    path.write_text('{"c": 3}\n')  # rewritten, shorter
+    assert tail.read() == [{"c": 3}]
+    assert tail.restarted
+
+
+def test_step_lines_replay_as_one_record_batches(run_dir):
+    events = scripted_run(run_id="r1", n_epochs=1, steps_per_epoch=4, log_every=4)
+    assert any(isinstance(e, StepMetrics) and len(e.records) == 4 for e in events)
+    write_jsonl(run_dir / "metrics.jsonl", events)
+    lines = (run_dir / "metrics.jsonl").read_text().splitlines()
+    assert sum(json.loads(x)["event"] == "step" for x in lines) == 4
+    m = TrainingMonitor.from_run("r1", runs_root=run_dir.parent)
+    assert m.series()["step"] == [1, 2, 3, 4]
+    m.close()
