@@ -232,6 +232,11 @@ class TrainingLoop:
         self.epoch = start["epoch"]  # last completed epoch
         self.best_value: float | None = start.get("best_value")
         self.has_best = bool(start.get("has_best"))
+        # BEST snapshots wait in memory until LAST is next due (NNTrainParams.checkpoint_every_s)
+        self._pending_best: dict[str, Any] | None = None
+        self._last_commit = time.perf_counter()
+        self._committed_step = -1
+        self._last_epoch = 0
         self._epoch_start_rng: dict[str, Any] | None = None
         # Epoch accumulators exist before the first epoch, so a stop at any point can flush.
         self._epoch_conf: torch.Tensor | None = None
@@ -266,6 +271,7 @@ class TrainingLoop:
             )
             self.start["on_started"]()
             last_epoch = self.epoch + self.start["n_epochs"]
+            self._last_epoch = last_epoch
             while self.epoch < last_epoch and not self.control.stop_requested:
                 self._train_epoch(self.epoch + 1)
             stopped_early = self.epoch < last_epoch  # a stop after the last epoch is a finish
@@ -287,10 +293,15 @@ class TrainingLoop:
     def _finish(self, status: RunStatus, error: str | None, tb: str | None) -> None:
         run = self.run
         try:
-            if status is RunStatus.STOPPED:
+            if status is RunStatus.FAILED:
+                self._commit_pending_best()  # the last good BEST is worth keeping
+            elif status is RunStatus.STOPPED:
                 self._flush_steps()
+                self._commit_pending_best()
                 if self._mid_epoch_batches:
                     self._write(["last"], complete=False)
+                elif self._committed_step != self.step:
+                    self._write(["last"], complete=True)
         finally:
             run.status = status
             run.error = error
@@ -532,32 +543,67 @@ class TrainingLoop:
         )
         self.run.epochs.append(event.to_json())
         self.bus.emit(event)  # EarlyStopping updates here, before its state is saved
-        types = ["last", "best"] if (improved or baseline) else ["last"]
-        self._write(types, complete=True, unavailable=baseline)
+        final = self.epoch >= self._last_epoch or self.control.stop_requested
+        every = self.params.checkpoint_every_s
+        due = final or every == 0 or time.perf_counter() - self._last_commit >= every
+        if due:
+            if improved or baseline:
+                self._pending_best = None  # superseded: this epoch is BEST
+                self._write(["last", "best"], complete=True, unavailable=baseline)
+            else:
+                self._commit_pending_best()
+                self._write(["last"], complete=True)
+        elif improved or baseline:
+            self.has_best = True
+            self._pending_best = self._snapshot(complete=True, unavailable=baseline)
 
     # -- checkpoints -----------------------------------------------------------------------
-    def _write(self, types: list[str], *, complete: bool, unavailable: bool = False) -> None:
-        if "best" in types:
-            self.has_best = True
-        paths = write_checkpoint(
-            self.run.run_dir,
-            types,
-            model_state=self.net.state_dict(),
-            training_state=self.training_state(complete),
-            meta={
-                "run_id": self.run.id,
-                "epoch": self.epoch,
-                "step": self.step,
-                "epoch_complete": complete,
-                "signal_unavailable": unavailable,
-                "net_params": self.model.net_params.to_json(),
-                "model_params": self.model.params.to_json(),
-            },
-        )
+    def _snapshot(self, *, complete: bool, unavailable: bool = False) -> dict[str, Any]:
+        """The checkpoint's content now, detached from the live tensors."""
+        return {
+            "model_state": _clone_tree(self.net.state_dict()),
+            "training_state": _clone_tree(self.training_state(complete)),
+            "meta": self._snapshot_meta(complete, unavailable),
+        }
+
+    def _commit(self, types: list[str], snapshot: dict[str, Any]) -> None:
+        paths = write_checkpoint(self.run.run_dir, types, **snapshot)
+        meta = snapshot["meta"]
         for type_, path in zip(types, paths, strict=True):
             self.bus.emit(
-                CheckpointWritten(type=type_, epoch=self.epoch, step=self.step, path=str(path))
+                CheckpointWritten(
+                    type=type_, epoch=meta["epoch"], step=meta["step"], path=str(path)
+                )
             )
+
+    def _write(self, types: list[str], *, complete: bool, unavailable: bool = False) -> None:
+        """Write the current state now (no copy needed: nothing trains meanwhile)."""
+        if "best" in types:
+            self.has_best = True
+        snapshot = {
+            "model_state": self.net.state_dict(),
+            "training_state": self.training_state(complete),
+            "meta": self._snapshot_meta(complete, unavailable),
+        }
+        self._commit(types, snapshot)
+        self._last_commit = time.perf_counter()
+        self._committed_step = self.step
+
+    def _snapshot_meta(self, complete: bool, unavailable: bool) -> dict[str, Any]:
+        return {
+            "run_id": self.run.id,
+            "epoch": self.epoch,
+            "step": self.step,
+            "epoch_complete": complete,
+            "signal_unavailable": unavailable,
+            "net_params": self.model.net_params.to_json(),
+            "model_params": self.model.params.to_json(),
+        }
+
+    def _commit_pending_best(self) -> None:
+        if self._pending_best is not None:
+            snapshot, self._pending_best = self._pending_best, None
+            self._commit(["best"], snapshot)
 
     def training_state(self, complete: bool) -> dict[str, Any]:
         """Everything a stateful resume restores; see docs/resume.md."""
@@ -591,6 +637,17 @@ class TrainingLoop:
             "callbacks": sinks,
             "planned_epochs": self.start["planned_epochs"],
         }
+
+
+def _clone_tree(tree: Any) -> Any:
+    """A copy of nested state whose tensors no longer share memory with the model."""
+    if isinstance(tree, torch.Tensor):
+        return tree.detach().clone()
+    if isinstance(tree, dict):
+        return {k: _clone_tree(v) for k, v in tree.items()}
+    if isinstance(tree, list | tuple):
+        return type(tree)(_clone_tree(v) for v in tree)
+    return tree
 
 
 def optimizer_topology(optimizer: torch.optim.Optimizer) -> list[list[list[int]]]:

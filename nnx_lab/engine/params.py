@@ -357,7 +357,8 @@ _RESUME_EPOCHS = ("additional", "planned")
 class NNTrainParams(_Params):
     """How to train: epochs, data, optimizer, schedule, seed, and where to write the run.
 
-    ``runs_root``, ``overwrite_existing``, ``progress`` and ``log_every`` never change the
+    ``runs_root``, ``overwrite_existing``, ``progress``, ``log_every`` and
+    ``checkpoint_every_s`` never change the
     run id; everything else that changes the result does (see ``identity()``).
     """
 
@@ -373,6 +374,7 @@ class NNTrainParams(_Params):
     runs_root: str | None = None
     progress: bool = True
     log_every: int = 50
+    checkpoint_every_s: float = 30.0
     resume_from_run_id: str | None = None
     resume_from_checkpoint: str = "last"
     resume_mode: str = "stateful"
@@ -397,6 +399,16 @@ class NNTrainParams(_Params):
             _positive_int(self.accumulation_steps, "NNTrainParams.accumulation_steps"),
         )
         _set(self, "log_every", _positive_int(self.log_every, "NNTrainParams.log_every"))
+        _set(
+            self,
+            "checkpoint_every_s",
+            _finite(
+                self.checkpoint_every_s,
+                "NNTrainParams.checkpoint_every_s",
+                low=0.0,
+                fix="pass seconds >= 0 between LAST writes (0: every epoch)",
+            ),
+        )
         if self.data_id is not None and (not isinstance(self.data_id, str) or not self.data_id):
             raise ConfigError(
                 "NNTrainParams.data_id",

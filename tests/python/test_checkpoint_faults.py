@@ -57,7 +57,8 @@ def build(root, n_epochs, **kw):
     params = NNTrainParams(n_epochs=n_epochs, seed=5, train_loader=train,
                            val_loader=DataLoader(TensorDataset(X, y), batch_size=32),
                            runs_root=str(root), optim=NNOptimParams(max_lr=1e-2),
-                           scheduler=NNSchedulerParams(factor=0.5, patience=0), **kw)
+                           scheduler=NNSchedulerParams(factor=0.5, patience=0),
+                           checkpoint_every_s=0, **kw)
     return model, params
 """
 

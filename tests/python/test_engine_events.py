@@ -26,7 +26,9 @@ class Recorder(Callback):
 
 def test_a_run_emits_one_ordered_stream(runs_root):
     rec = Recorder()
-    run = f.model().train(f.train_params(runs_root, n_epochs=3, log_every=5), callbacks=[rec])
+    run = f.model().train(
+        f.train_params(runs_root, n_epochs=3, log_every=5, checkpoint_every_s=0), callbacks=[rec]
+    )
     kinds = [type(e).__name__ for e in rec.events]
     assert kinds[0] == "RunStarted"
     assert kinds[-1] == "RunFinished"
@@ -159,3 +161,30 @@ def test_early_stopping_without_validation_warns_once_and_never_stops(runs_root)
     assert len(run.epochs) == 3
     assert all(e["signal_source"] == "train_edp.error" for e in run.epochs)
     assert all(math.isfinite(e["signal"]) for e in run.epochs)
+
+
+def test_checkpoints_are_throttled_but_the_end_state_and_best_are_always_written(runs_root):
+    """With the default interval a short run writes LAST once, at its end; BEST waits in
+    memory and lands with it, holding the best epoch's weights."""
+    rec = Recorder()
+    model = f.model()
+    run = model.train(f.train_params(runs_root, n_epochs=4), callbacks=[rec])
+    written = [(e.type, e.epoch) for e in rec.events if isinstance(e, ev.CheckpointWritten)]
+    assert [w for w in written if w[0] == "last"] == [("last", 4)]
+    best_epoch = min(run.epochs, key=lambda e: (e["signal"], e["epoch"]))["epoch"]
+    best = NNCheckpoint.load(run=run, type=Checkpoints.BEST)
+    assert best.epoch == best_epoch
+    assert ("best", best_epoch) in written
+    if best_epoch != 4:  # the pending snapshot kept that epoch's weights, not the last ones
+        assert any(
+            not __import__("torch").equal(v, model.net.state_dict()[k])
+            for k, v in best.model_state.items()
+        )
+
+
+def test_a_stop_commits_the_pending_best(runs_root):
+    run = f.model().train(f.train_params(runs_root, n_epochs=5), callbacks=[StopAt(19)])
+    assert run.status is RunStatus.STOPPED
+    improved = [e["epoch"] for e in run.epochs if e["improved"]]
+    assert NNCheckpoint.load(run=run, type=Checkpoints.BEST).epoch == improved[-1]
+    assert NNCheckpoint.load(run=run, type=Checkpoints.LAST).step == 19
