@@ -6,7 +6,7 @@ import json
 import math
 import os
 import warnings
-from dataclasses import asdict
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +17,7 @@ from .events import (
     RunStarted,
     StepEnded,
     StepMetrics,
+    StepRecord,
     TrainingControl,
 )
 from .sinks import Callback
@@ -50,12 +51,36 @@ class JsonlLogger(Callback):
     on_run_finished = _event
 
     def on_step_metrics(self, event: StepMetrics) -> None:
-        self._write([{"event": "step", **asdict(r)} for r in event.records])
+        if self._fh is None:
+            self._fh = open(self.path, "a", encoding="utf-8")  # noqa: SIM115
+        self._fh.write("".join(map(_step_line, event.records)))
+        self._fh.flush()
 
     def on_detach(self) -> None:
         if self._fh is not None:
             self._fh.close()
             self._fh = None
+
+
+_STEP_FIELDS = tuple(f.name for f in fields(StepRecord))
+
+
+def _json_number(x: float | int | None) -> str:
+    """A number as json.dumps(allow_nan=True) writes it, without its per-call overhead."""
+    if x is None:
+        return "null"
+    if isinstance(x, int):
+        return str(x)
+    if x != x:
+        return "NaN"
+    if x in (math.inf, -math.inf):
+        return "Infinity" if x > 0 else "-Infinity"
+    return repr(x)
+
+
+def _step_line(record: StepRecord) -> str:
+    body = ",".join(f'"{n}":{_json_number(getattr(record, n))}' for n in _STEP_FIELDS)
+    return f'{{"event":"step",{body}}}\n'
 
 
 def tqdm_disabled() -> bool:

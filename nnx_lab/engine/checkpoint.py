@@ -22,11 +22,11 @@ from typing import Any
 
 import torch
 from safetensors.torch import load as st_load
-from safetensors.torch import save as st_save
 
 from ._io import atomic_write_bytes, file_lock, read_json
 from .enums import Checkpoints, coerce_enum
 from .runs import FORMAT_VERSION, NNRun, resolve_runs_root
+from .safetensors_io import encode as st_save
 from .state import join_state, split_state
 
 __all__ = ["CheckpointCorruptError", "NNCheckpoint"]

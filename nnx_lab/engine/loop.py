@@ -13,7 +13,6 @@ import random
 import time
 import traceback
 from collections.abc import Sequence
-from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -32,7 +31,7 @@ from .events import (
     StepRecord,
     TrainingControl,
 )
-from .metrics import EDP, confusion_index, decode, finalize, n_classes
+from .metrics import EDP, decode, finalize, n_classes
 from .params import NNTrainParams
 from .runs import IDP, NNRun, write_metadata
 from .sinks import EventBus
@@ -97,17 +96,15 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def capture_rng(loaders: Sequence[Any]) -> dict[str, Any]:
-    """Python, NumPy, torch CPU/CUDA RNG and each loader generator's state (lossless)."""
-    version, internal, gauss = random.getstate()
+def capture_rng(loaders: Sequence[Any], *, host: bool = True) -> dict[str, Any]:
+    """torch CPU/CUDA(/MPS) RNG and each loader's generators, plus, with ``host``, Python's
+    and NumPy's (lossless).
+
+    ``host=False`` is the cheap capture taken at every epoch start: only torch's streams
+    decide a loader's order, and a mid-epoch resume restores the host streams from the
+    moment of the stop anyway.
+    """
     state: dict[str, Any] = {
-        # Python's Mersenne state as a tensor: 625 JSON ints would dominate a small sidecar.
-        "python": {
-            "version": version,
-            "state": torch.tensor(internal, dtype=torch.int64),
-            "gauss": gauss,
-        },
-        "numpy": np.random.get_state(),
         "torch_cpu": torch.get_rng_state(),
         "torch_cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
         "loader_generators": [
@@ -122,6 +119,15 @@ def capture_rng(loaders: Sequence[Any]) -> dict[str, Any]:
             for ld in loaders
         ],
     }
+    if host:
+        version, internal, gauss = random.getstate()
+        # Python's Mersenne state as a tensor: 625 JSON ints would dominate a small sidecar.
+        state["python"] = {
+            "version": version,
+            "state": torch.from_numpy(np.array(internal, dtype=np.int64)),
+            "gauss": gauss,
+        }
+        state["numpy"] = np.random.get_state()
     mps = getattr(torch, "mps", None)
     if mps is not None and torch.backends.mps.is_available():  # pragma: no cover - no MPS in CI
         state["torch_mps"] = mps.get_rng_state()
@@ -153,46 +159,45 @@ class _StepBuffer:
     def __len__(self) -> int:
         return len(self.meta)
 
-    def drain(self) -> tuple[list[StepRecord], torch.Tensor | None, list[float]]:
-        """Records for the buffered steps, their summed confusion, and their losses."""
+    def drain(self) -> tuple[list[StepRecord], np.ndarray | None, list[float]]:
+        """Records for the buffered steps, their summed confusion, and their losses.
+
+        One ``bincount`` builds every step's confusion matrix at once; the losses and the
+        matrices then cross to the host together and the ratios are finished in NumPy.
+        """
         if not self.meta:
             return [], None, []
-        losses = torch.stack(self.losses).to(torch.float64)
         k = self.k
-        metric_rows: list[list[float]] | None = None
-        conf_sum = None
-        if k is not None:
-            counts = torch.tensor([p.numel() for p in self.preds], device=losses.device)
-            steps = torch.repeat_interleave(
-                torch.arange(len(self.preds), device=losses.device), counts
+        loss_host = torch.stack(self.losses).tolist()
+        if k is None:
+            records = [
+                StepRecord(step, epoch, batch, lr, n, loss)
+                for (step, epoch, batch, lr, n), loss in zip(self.meta, loss_host, strict=True)
+            ]
+            self.clear()
+            return records, None, loss_host
+        # Predictions and targets cross to the host once; the per-step confusion matrices
+        # are one NumPy bincount over (step, truth, prediction).
+        preds = torch.cat([p.reshape(-1) for p in self.preds]).cpu().numpy()
+        truth = torch.cat([y.reshape(-1) for y in self.targets]).cpu().numpy().astype(np.int64)
+        counts = [p.numel() for p in self.preds]
+        steps = np.repeat(np.arange(len(counts)), counts)
+        conf_host = np.bincount(
+            (steps * k + truth) * k + preds, minlength=len(counts) * k * k
+        ).reshape(len(counts), k, k)
+        values = finalize(conf_host, self.loss_kind)
+        columns = zip(
+            *(values[n].tolist() for n in ("error", "accuracy", "precision", "recall", "f1")),
+            strict=True,
+        )
+        records = [
+            StepRecord(step, epoch, batch, lr, n, loss, *row)
+            for (step, epoch, batch, lr, n), loss, row in zip(
+                self.meta, loss_host, columns, strict=True
             )
-            idx = torch.cat(
-                [
-                    confusion_index(p, y, self.loss_kind, k)
-                    for p, y in zip(self.preds, self.targets, strict=True)
-                ]
-            )
-            conf = torch.bincount(steps * (k * k) + idx, minlength=len(self.preds) * k * k)
-            conf = conf.view(len(self.preds), k, k)
-            conf_sum = conf.sum(0)
-            values = finalize(conf, self.loss_kind)
-            stacked = torch.stack(
-                [losses] + [values[n] for n in ("error", "accuracy", "precision", "recall", "f1")]
-            )
-            host = stacked.T.tolist()  # the one device->host sync for this batch of steps
-            loss_host = [row[0] for row in host]
-            metric_rows = [row[1:] for row in host]
-        else:
-            loss_host = losses.tolist()
-        records = []
-        for i, (step, epoch, batch, lr, n) in enumerate(self.meta):
-            if metric_rows is None:
-                records.append(StepRecord(step, epoch, batch, lr, n, loss_host[i]))
-            else:
-                e, a, p, r, f = metric_rows[i]
-                records.append(StepRecord(step, epoch, batch, lr, n, loss_host[i], e, a, p, r, f))
+        ]
         self.clear()
-        return records, conf_sum, loss_host
+        return records, conf_host.sum(0), loss_host
 
 
 class TrainingLoop:
@@ -239,7 +244,7 @@ class TrainingLoop:
         self._last_epoch = 0
         self._epoch_start_rng: dict[str, Any] | None = None
         # Epoch accumulators exist before the first epoch, so a stop at any point can flush.
-        self._epoch_conf: torch.Tensor | None = None
+        self._epoch_conf: np.ndarray | None = None
         self._epoch_loss_sum = 0.0
         self._epoch_samples = 0
         self._last_record: StepRecord | None = None
@@ -335,8 +340,8 @@ class TrainingLoop:
     def _train_epoch(self, epoch: int) -> None:
         params, net, opt = self.params, self.net, self.optimizer
         t0 = time.perf_counter()
-        self._epoch_start_rng = capture_rng([params.train_loader, params.val_loader])
-        self._epoch_conf: torch.Tensor | None = None
+        self._epoch_start_rng = capture_rng([params.train_loader, params.val_loader], host=False)
+        self._epoch_conf: np.ndarray | None = None
         self._epoch_loss_sum = 0.0
         self._epoch_samples = 0
         self._last_record: StepRecord | None = None
@@ -537,7 +542,7 @@ class TrainingLoop:
             if last is None
             else {
                 k: v
-                for k, v in asdict(last).items()
+                for k, v in last.__dict__.items()
                 if k in ("loss", "error", "accuracy", "precision", "recall", "f1")
             },
         )

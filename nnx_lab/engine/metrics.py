@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -96,20 +97,23 @@ def confusion_index(pred: torch.Tensor, y: torch.Tensor, loss: Losses, k: int) -
     return y.reshape(-1).long() * k + pred.reshape(-1)
 
 
-def metrics_from_confusion(conf: torch.Tensor) -> dict[str, torch.Tensor]:
-    """Metrics of one or many confusion matrices (``[..., k, k]``, rows = truth)."""
-    conf = conf.to(torch.float64)
-    tp = conf.diagonal(dim1=-2, dim2=-1)
+def metrics_from_confusion(conf: np.ndarray) -> dict[str, np.ndarray]:
+    """Macro metrics of one or many confusion matrices (``[..., k, k]``, rows = truth).
+
+    Finalized on the host with NumPy: the matrices are tiny, and NumPy's per-call cost is
+    a fraction of a device op's.
+    """
+    conf = np.asarray(conf, dtype=np.float64)
+    tp = np.diagonal(conf, axis1=-2, axis2=-1)
     support = conf.sum(-1)
     predicted = conf.sum(-2)
-    total = support.sum(-1)
-    accuracy = tp.sum(-1) / total.clamp(min=1)
-    precision_c = torch.where(predicted > 0, tp / predicted.clamp(min=1), 0.0)
-    recall_c = torch.where(support > 0, tp / support.clamp(min=1), 0.0)
+    accuracy = tp.sum(-1) / np.maximum(support.sum(-1), 1.0)
+    precision_c = np.divide(tp, predicted, out=np.zeros_like(tp), where=predicted > 0)
+    recall_c = np.divide(tp, support, out=np.zeros_like(tp), where=support > 0)
     denom = precision_c + recall_c
-    f1_c = torch.where(denom > 0, 2 * precision_c * recall_c / denom.clamp(min=1e-300), 0.0)
-    present = ((support > 0) | (predicted > 0)).to(torch.float64)
-    n_present = present.sum(-1).clamp(min=1)
+    f1_c = np.divide(2 * precision_c * recall_c, denom, out=np.zeros_like(tp), where=denom > 0)
+    present = (support > 0) | (predicted > 0)
+    n_present = np.maximum(present.sum(-1), 1)
     return {
         "accuracy": accuracy,
         "error": 1.0 - accuracy,
@@ -119,16 +123,15 @@ def metrics_from_confusion(conf: torch.Tensor) -> dict[str, torch.Tensor]:
     }
 
 
-def binary_metrics_from_confusion(conf: torch.Tensor) -> dict[str, torch.Tensor]:
+def binary_metrics_from_confusion(conf: np.ndarray) -> dict[str, np.ndarray]:
     """Positive-class precision/recall/F1 of ``[..., 2, 2]`` matrices (BCE models)."""
-    conf = conf.to(torch.float64)
+    conf = np.asarray(conf, dtype=np.float64)
     tp, fp, fn = conf[..., 1, 1], conf[..., 0, 1], conf[..., 1, 0]
-    total = conf.sum((-1, -2)).clamp(min=1)
-    accuracy = (conf[..., 0, 0] + tp) / total
-    precision = torch.where(tp + fp > 0, tp / (tp + fp).clamp(min=1), 0.0)
-    recall = torch.where(tp + fn > 0, tp / (tp + fn).clamp(min=1), 0.0)
+    accuracy = (conf[..., 0, 0] + tp) / np.maximum(conf.sum((-1, -2)), 1.0)
+    precision = np.divide(tp, tp + fp, out=np.zeros_like(tp), where=tp + fp > 0)
+    recall = np.divide(tp, tp + fn, out=np.zeros_like(tp), where=tp + fn > 0)
     denom = precision + recall
-    f1 = torch.where(denom > 0, 2 * precision * recall / denom.clamp(min=1e-300), 0.0)
+    f1 = np.divide(2 * precision * recall, denom, out=np.zeros_like(tp), where=denom > 0)
     return {
         "accuracy": accuracy,
         "error": 1.0 - accuracy,
@@ -138,7 +141,7 @@ def binary_metrics_from_confusion(conf: torch.Tensor) -> dict[str, torch.Tensor]
     }
 
 
-def finalize(conf: torch.Tensor, loss: Losses) -> dict[str, torch.Tensor]:
+def finalize(conf: np.ndarray, loss: Losses) -> dict[str, np.ndarray]:
     if loss is Losses.BINARY_CROSS_ENTROPY:
         return binary_metrics_from_confusion(conf)
     return metrics_from_confusion(conf)
@@ -171,6 +174,6 @@ class ConfusionAccumulator:
         loss = float(self.loss_sum) / max(self.elements, 1)
         if self.conf is None:
             return EDP(loss=loss, samples=self.count)
-        values = finalize(self.conf.view(self.k, self.k), self.loss)
+        values = finalize(self.conf.view(self.k, self.k).cpu().numpy(), self.loss)
         host = {k: float(v) for k, v in values.items()}
         return EDP(loss=loss, samples=self.count, **host)

@@ -214,7 +214,7 @@ class NNModel:
         return loop.run_loop()
 
     def weights_digest(self) -> str:
-        h = hashlib.blake2b(digest_size=16)
+        h = hashlib.sha256()
         for name, tensor in self.net.state_dict().items():
             h.update(name.encode())
             tensor_digest(h, tensor)

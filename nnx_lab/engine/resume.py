@@ -198,9 +198,11 @@ def _restore_objects(objects: list[Any], saved: dict[str, Any]) -> list[str]:
 
 def restore_rng(state: dict[str, Any], loaders: list[Any]) -> None:
     """Set Python, NumPy, torch CPU/CUDA/MPS RNG and the loaders' generators."""
-    py = state["python"]
-    random.setstate((py["version"], tuple(py["state"].tolist()), py["gauss"]))
-    np.random.set_state(state["numpy"])
+    py = state.get("python")
+    if py is not None:  # absent from the epoch-start capture (capture_rng(host=False))
+        random.setstate((py["version"], tuple(py["state"].tolist()), py["gauss"]))
+    if state.get("numpy") is not None:
+        np.random.set_state(state["numpy"])
     torch.set_rng_state(state["torch_cpu"])
     if state.get("torch_cuda") is not None and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["torch_cuda"])
