@@ -35,8 +35,6 @@ from nnx_lab import (
     NNTrainParams,
 )
 
-pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
-
 EPOCHS = 3
 
 # The training both the children and this process run (same data, seed and threads).
