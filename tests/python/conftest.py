@@ -14,3 +14,14 @@ def _isolated_runs(tmp_path_factory, monkeypatch):
 @pytest.fixture
 def runs_root(tmp_path):
     return tmp_path / "runs"
+
+
+@pytest.fixture
+def one_torch_thread():
+    """torch on one intra-op thread for the test, restored afterwards."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

@@ -23,13 +23,8 @@ from nnx_lab import (
 )
 from nnx_lab.engine.errors import ConfigError
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+# Bitwise comparisons between runs: one intra-op thread keeps reductions in one order.
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _data(loss, n):

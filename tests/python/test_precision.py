@@ -30,13 +30,8 @@ from nnx_lab.engine import precision as engine_precision
 from nnx_lab.engine.errors import ConfigError
 from nnx_lab.precision import REFERENCE_TOLERANCES, ResolvedPrecision
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+# Bitwise comparisons between runs: one intra-op thread keeps reductions in one order.
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture

@@ -38,12 +38,8 @@ OPTIMIZERS = {
 EPOCHS = 5
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+# Bitwise comparisons between runs: one intra-op thread keeps reductions in one order.
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _batches():

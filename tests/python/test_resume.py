@@ -36,14 +36,8 @@ from nnx_lab import (
 from nnx_lab.engine.errors import ConfigError
 from nnx_lab.engine.sinks import Callback
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """One intra-op thread: fast on a shared 2-core box, and the same kernels every run."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+# One intra-op thread: fast on a shared 2-core box, and the same kernels every run.
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 # -- builders -------------------------------------------------------------------------------
