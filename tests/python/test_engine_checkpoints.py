@@ -101,3 +101,47 @@ def test_reload_under_another_seed_does_not_disturb_the_callers_rng(trained):
     torch.manual_seed(123)
     NNModel.from_checkpoint(NNCheckpoint.load(run=run.id, runs_root=root))
     assert torch.equal(torch.rand(3), expected)
+
+
+def test_concurrent_checkpoint_writers_are_kept_apart(tmp_path):
+    """Writers in several threads (the lock is per run directory): every sidecar ends up
+    naming a whole tensors file with its checksum, and no tensors file is left over."""
+    import threading
+
+    from nnx_lab.engine.checkpoint import write_checkpoint
+
+    root = tmp_path / "runs"
+    run_dir = root / "r"
+    (run_dir / "checkpoints").mkdir(parents=True)
+    net = f.net_params()
+    meta = {"net_params": net.to_json(), "model_params": f.model_params().to_json()}
+    errors = []
+
+    def writer(seed: int) -> None:
+        try:
+            for i in range(15):
+                state = {"w": torch.full((64, 64), float(seed * 100 + i))}
+                write_checkpoint(
+                    run_dir,
+                    ["last", "best"],
+                    model_state=state,
+                    training_state=None,
+                    meta={**meta, "step": seed * 100 + i},
+                )
+        except Exception as exc:  # surfaced below, with the thread's failure
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(s,)) for s in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    for type_ in (Checkpoints.LAST, Checkpoints.BEST):
+        ckpt = NNCheckpoint.load(run="r", type=type_, runs_root=root)  # checksum verified
+        value = float(ckpt.model_state["w"][0, 0])
+        assert torch.equal(ckpt.model_state["w"], torch.full((64, 64), value))
+        assert value == ckpt.step  # the tensors and the sidecar come from one write
+    files = sorted(p.name for p in (run_dir / "checkpoints").iterdir())
+    assert len([n for n in files if n.endswith(".safetensors")]) == 2, files
+    assert not [n for n in files if n.endswith(".tmp")], files
