@@ -1,8 +1,9 @@
-"""Losses, decoding and metrics, computed with torch on the model's device.
+"""Losses, decoding and metrics.
 
-Classification metrics come from confusion matrices accumulated over a whole split (or
-one per step, built for many steps at once with a single ``bincount``) and finalized
-afterwards, never as a mean of per-batch ratios. Precision, recall and F1 are macro
+Losses and predictions stay on the model's device. Classification metrics come from
+confusion matrices accumulated over a whole split (or one per step, built for many steps
+at once with a single ``bincount``), which cross to the host once and are finalized there
+with NumPy, never as a mean of per-batch ratios. Precision, recall and F1 are macro
 averages over the classes that occur in the targets or the predictions (sklearn's
 ``average="macro", zero_division=0``); for a binary-cross-entropy model they are the
 positive class's, over every output element.
