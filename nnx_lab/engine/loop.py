@@ -244,10 +244,7 @@ class TrainingLoop:
         self._last_epoch = 0
         self._epoch_start_rng: dict[str, Any] | None = None
         # Epoch accumulators exist before the first epoch, so a stop at any point can flush.
-        self._epoch_conf: np.ndarray | None = None
-        self._epoch_loss_sum = 0.0
-        self._epoch_samples = 0
-        self._last_record: StepRecord | None = None
+        self._reset_epoch()
 
     # -- lifecycle -----------------------------------------------------------------------
     def run_loop(self) -> NNRun:
@@ -335,16 +332,18 @@ class TrainingLoop:
                 self.bus.detach()
 
     # -- one epoch -----------------------------------------------------------------------
-    _mid_epoch_batches = 0
+    def _reset_epoch(self) -> None:
+        self._epoch_conf: np.ndarray | None = None
+        self._epoch_loss_sum = 0.0
+        self._epoch_samples = 0
+        self._last_record: StepRecord | None = None
+        self._mid_epoch_batches = 0  # loader batches trained in the current epoch
 
     def _train_epoch(self, epoch: int) -> None:
         params, net, opt = self.params, self.net, self.optimizer
         t0 = time.perf_counter()
         self._epoch_start_rng = capture_rng([params.train_loader, params.val_loader], host=False)
-        self._epoch_conf: np.ndarray | None = None
-        self._epoch_loss_sum = 0.0
-        self._epoch_samples = 0
-        self._last_record: StepRecord | None = None
+        self._reset_epoch()
         net.train()
         device, loss_fn, buffer = self.device, self.loss_fn, self.buffer
         # fp32 skips the generator-based context manager on every step
@@ -361,7 +360,6 @@ class TrainingLoop:
         loss_kind = self.loss_kind
         window: list[tuple[torch.Tensor, torch.Tensor]] = []
         batch_index = -1
-        self._mid_epoch_batches = 0
         for batch_index, (X, y) in enumerate(params.train_loader):
             if batch_index < skip:
                 if batch_index == skip - 1 and rng_after_skip is not None:

@@ -110,13 +110,13 @@ def test_overwrite_existing_replaces_the_run(runs_root):
     assert sum(json.loads(x)["event"] == "run_started" for x in log) == 1  # a fresh log
 
 
-def test_cli_quickstart_trains_and_summarizes(tmp_path):
+def _cli(tmp_path):
     env = {
         **os.environ,
         "NNX_TQDM_DISABLE": "1",
         "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
     }
-    out = subprocess.run(
+    return subprocess.run(
         [sys.executable, "-m", "nnx_lab", "quickstart", "--runs-root", str(tmp_path / "r")],
         capture_output=True,
         text=True,
@@ -125,17 +125,13 @@ def test_cli_quickstart_trains_and_summarizes(tmp_path):
         timeout=300,
         check=False,
     )
+
+
+def test_cli_quickstart_trains_and_summarizes(tmp_path):
+    out = _cli(tmp_path)
     assert out.returncode == 0, out.stderr
     assert "trained" in out.stdout
     assert "predicted 64 samples" in out.stdout
-    again = subprocess.run(
-        [sys.executable, "-m", "nnx_lab", "quickstart", "--runs-root", str(tmp_path / "r")],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-        timeout=300,
-        check=False,
-    )
+    again = _cli(tmp_path)  # the same configuration and data: refused, with the fix
     assert again.returncode == 1
     assert "--overwrite" in again.stderr
