@@ -6,7 +6,6 @@ from .engine.precision import (
     REFERENCE_TOLERANCES,
     PrecisionPolicy,
     ResolvedPrecision,
-    full_precision_only,
     precision_support,
     resolve_precision,
 )
@@ -17,7 +16,6 @@ __all__ = [
     "PrecisionPolicy",
     "PrecisionUnsupportedError",
     "ResolvedPrecision",
-    "full_precision_only",
     "precision_support",
     "resolve_precision",
 ]

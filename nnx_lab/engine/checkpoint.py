@@ -23,11 +23,13 @@ from typing import Any
 import torch
 from safetensors.torch import load as st_load
 
+from ..runs import FORMAT_VERSION, canonical_json, resolve_runs_root, run_dir
+from ._codec import join_state, split_state
 from ._io import atomic_write_bytes, file_lock, read_json
 from .enums import Checkpoints, coerce_enum
-from .runs import FORMAT_VERSION, NNRun, resolve_runs_root
+from .runs import NNRun
 from .safetensors_io import encode as st_save
-from .state import join_state, split_state
+from .training_state import TrainingState
 
 __all__ = ["CheckpointCorruptError", "NNCheckpoint"]
 
@@ -41,9 +43,7 @@ class CheckpointCorruptError(RuntimeError):
 def _run_dir(run: Any, runs_root: Any) -> tuple[str, Path]:
     if isinstance(run, NNRun):
         return run.id, run.run_dir
-    if not isinstance(run, str) or not run:
-        raise ValueError(f"run={run!r} is invalid: pass an NNRun or a run id string")
-    return run, resolve_runs_root(runs_root) / run
+    return run, run_dir(resolve_runs_root(runs_root), run, "run")
 
 
 def write_checkpoint(
@@ -51,7 +51,7 @@ def write_checkpoint(
     types: Sequence[str],
     *,
     model_state: dict[str, torch.Tensor],
-    training_state: dict[str, Any] | None,
+    training_state: TrainingState | dict[str, Any] | None,
     meta: dict[str, Any],
 ) -> list[Path]:
     """Write one or more checkpoint types (last/best) of the same state atomically.
@@ -63,6 +63,8 @@ def write_checkpoint(
         _MODEL + k: v.detach().cpu().contiguous() for k, v in model_state.items()
     }
     state_json = None
+    if isinstance(training_state, TrainingState):
+        training_state = training_state.to_tree()
     if training_state is not None:
         state_json = split_state(training_state, "state", tensors)
     payload = st_save(tensors)
@@ -105,8 +107,7 @@ def write_checkpoint(
 
 def _sidecar_digest(sidecar: dict[str, Any]) -> str:
     body = {k: v for k, v in sidecar.items() if k != "sidecar_sha256"}
-    text = json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=True)
-    return hashlib.sha256(text.encode()).hexdigest()
+    return hashlib.sha256(canonical_json(body).encode()).hexdigest()
 
 
 def _sidecar_bytes(sidecar: dict[str, Any]) -> bytes:
@@ -191,10 +192,16 @@ class NNCheckpoint:
     def weights_only(self) -> bool:
         return bool(self.sidecar.get("weights_only"))
 
-    def training_state(self) -> dict[str, Any] | None:
+    def training_state_tree(self) -> dict[str, Any] | None:
+        """The training state as saved (nested dicts and tensors), not validated."""
         if self.sidecar.get("training_state") is None:
             return None
         return join_state(self.sidecar["training_state"], self._tensors)
+
+    def training_state(self) -> TrainingState | None:
+        """The typed training state (None for a weights-only checkpoint); validated."""
+        tree = self.training_state_tree()
+        return None if tree is None else TrainingState.from_tree(tree, source=str(self.path))
 
     @classmethod
     def load(
@@ -260,5 +267,5 @@ class NNCheckpoint:
     @classmethod
     def load_training_state(
         cls, run: Any, type: Checkpoints | str = Checkpoints.LAST, runs_root: Any = None
-    ) -> dict[str, Any] | None:
+    ) -> TrainingState | None:
         return cls.load(run, type, runs_root).training_state()

@@ -7,9 +7,7 @@ under a saved-and-restored RNG so the peek changes nothing about training.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import random
 import warnings
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -17,27 +15,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from .enums import Losses
 from .errors import DataError
 from .params import NNParams
+from .tasks import Task
+from .training_state import preserved_rng
 
 __all__ = ["check_loader", "data_identity", "iter_inputs", "tensor_digest"]
-
-
-@contextlib.contextmanager
-def preserved_rng(loader: Any = None) -> Iterator[None]:
-    """Restore Python, NumPy, torch CPU RNG (and the loader's generator) on exit."""
-    py, np_state, cpu = random.getstate(), np.random.get_state(), torch.get_rng_state()
-    gen = getattr(loader, "generator", None)
-    gen_state = gen.get_state() if isinstance(gen, torch.Generator) else None
-    try:
-        yield
-    finally:
-        random.setstate(py)
-        np.random.set_state(np_state)
-        torch.set_rng_state(cpu)
-        if gen_state is not None:
-            gen.set_state(gen_state)
 
 
 def first_batch(loader: Any, field: str) -> tuple[torch.Tensor, torch.Tensor]:
@@ -49,7 +32,7 @@ def first_batch(loader: Any, field: str) -> tuple[torch.Tensor, torch.Tensor]:
             f"a {type(loader).__name__} is not a batch source",
             "pass a DataLoader (or a list) of (X, y) batches",
         )
-    with preserved_rng(loader):
+    with preserved_rng([loader]):
         iterator = iter(loader)
         try:
             batch = next(iterator)
@@ -83,8 +66,8 @@ def _describe(value: Any) -> str:
     return f"a {type(value).__name__}"
 
 
-def check_loader(loader: Any, field: str, net: NNParams, loss: Losses) -> None:
-    """Refuse a loader whose first batch cannot train this model."""
+def check_loader(loader: Any, field: str, net: NNParams, task: Task) -> torch.Tensor:
+    """Refuse a loader whose first batch cannot train this model; returns its targets."""
     X, y = first_batch(loader, field)
     if X.ndim < 2 or X.shape[-1] != net.input_dim:
         raise DataError(
@@ -114,19 +97,26 @@ def check_loader(loader: Any, field: str, net: NNParams, loss: Losses) -> None:
             f"X has {X.shape[0]} rows but y has {y.shape[0]}",
             "yield X and y with the same number of rows",
         )
-    if loss.is_classification:
+    if task.kind == "categorical":
         if y.is_floating_point() or y.dtype == torch.bool:
             raise DataError(
                 field,
                 f"class targets have dtype {y.dtype}",
                 "pass integer class indices (torch.long), e.g. y.long()",
             )
-        if y.numel():
-            lo, hi = int(y.min()), int(y.max())
+        scored = y if task.ignore_index is None else y[y != task.ignore_index]
+        if scored.numel():
+            lo, hi = int(scored.min()), int(scored.max())
             if lo < 0 or hi >= net.output_dim:
+                ignored = (
+                    ""
+                    if task.ignore_index is None
+                    else f" (targets equal to ignore_index={task.ignore_index} are skipped)"
+                )
                 raise DataError(
                     field,
-                    f"class targets span [{lo}, {hi}] but NNParams.output_dim is {net.output_dim}",
+                    f"class targets span [{lo}, {hi}] but NNParams.output_dim is "
+                    f"{net.output_dim}{ignored}",
                     f"use targets in [0, {net.output_dim}) or set NNParams(output_dim={hi + 1})",
                 )
     elif y.is_floating_point() and not bool(torch.isfinite(y).all()):
@@ -135,6 +125,7 @@ def check_loader(loader: Any, field: str, net: NNParams, loss: Losses) -> None:
             "the first batch's targets hold NaN/inf values",
             "clean the targets before training",
         )
+    return y
 
 
 def _new_digest() -> Any:

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-__all__ = ["ConfigError", "DataError", "PrecisionUnsupportedError"]
+__all__ = [
+    "ConfigError",
+    "DataError",
+    "PrecisionUnsupportedError",
+    "ResumeError",
+    "TrainingStateError",
+]
 
 
 class ConfigError(ValueError):
@@ -28,3 +34,11 @@ class PrecisionUnsupportedError(RuntimeError):
 def _show(value: object) -> str:
     text = repr(value)
     return text if len(text) <= 80 else text[:77] + "..."
+
+
+class ResumeError(ValueError):
+    """A resume request was refused before the model or any run was touched."""
+
+
+class TrainingStateError(ResumeError):
+    """A checkpoint's training state is not one this nnx_lab can restore."""

@@ -1,10 +1,10 @@
 """The training loop's one event stream.
 
-Everything that reports (the JSONL log, the progress bar, EarlyStopping, the live
-widgets, the distributed relay) is a *sink* of this stream. Events are plain frozen
-dataclasses with a JSON form, so a log written by one process can be replayed as the
-same events in another (``event_from_json``): a widget cannot tell a live run from a
-replayed one.
+Everything that reports (the run directory's records, the JSONL log, the checkpoints,
+the progress bar, EarlyStopping, the live widgets) is a *sink* of this stream. Events
+are plain frozen dataclasses with a JSON form, so a log written by one process can be
+replayed as the same events in another (``event_from_json``): a widget cannot tell a
+live run from a replayed one.
 
 Per-step values are never read from the device on every step. The loop emits a cheap
 ``StepEnded`` per optimizer step (counters only) and, every ``log_every`` steps and at
@@ -21,7 +21,9 @@ from typing import Any, ClassVar
 __all__ = [
     "CheckpointWritten",
     "EpochEnded",
+    "EpochStarted",
     "Event",
+    "RunEnding",
     "RunFinished",
     "RunStarted",
     "StepEnded",
@@ -50,8 +52,8 @@ class RunStarted(Event):
     kind: ClassVar[str] = "run_started"
     hook: ClassVar[str] = "on_run_started"
 
-    run_id: str
-    run_dir: str
+    run_id: str | None  # None: a loop that records no run (a sweep, a probe)
+    run_dir: str | None  # None: no run directory
     n_epochs: int  # epochs this run trains (for a resumed run: the additional ones)
     start_epoch: int  # first epoch number this run trains (1-based)
     start_step: int  # global optimizer steps completed before this run
@@ -59,6 +61,17 @@ class RunStarted(Event):
     config: dict[str, Any] = field(default_factory=dict)
     parent_run_id: str | None = None
     time: float = field(default_factory=time.time)
+
+
+@dataclass(frozen=True)
+class EpochStarted(Event):
+    """Before an epoch's first step. Not written to the log."""
+
+    kind: ClassVar[str] = "epoch_started"
+    hook: ClassVar[str] = "on_epoch_started"
+
+    epoch: int
+    step: int  # optimizer steps completed before it
 
 
 @dataclass(frozen=True)
@@ -133,6 +146,20 @@ class CheckpointWritten(Event):
 
 
 @dataclass(frozen=True)
+class RunEnding(Event):
+    """The loop has stopped stepping; what must be saved is saved now, before
+    ``RunFinished``. Not written to the log (it is the writers' own cue)."""
+
+    kind: ClassVar[str] = "run_ending"
+    hook: ClassVar[str] = "on_run_ending"
+
+    status: str  # what the run will end as: "finished" | "stopped" | "failed"
+    epoch: int  # epochs completed
+    step: int
+    mid_epoch: bool  # stopped inside an epoch (batches of it were trained)
+
+
+@dataclass(frozen=True)
 class RunFinished(Event):
     kind: ClassVar[str] = "run_finished"
     hook: ClassVar[str] = "on_run_finished"
@@ -152,7 +179,9 @@ _KINDS: dict[str, type[Event]] = {
     for cls in (RunStarted, StepEnded, StepMetrics, EpochEnded, CheckpointWritten, RunFinished)
 }
 
-HOOKS: tuple[str, ...] = tuple(cls.hook for cls in _KINDS.values())
+# Hooks of the events a log never holds (they only exist while a loop runs).
+_LIVE_ONLY = (EpochStarted, RunEnding)
+HOOKS: tuple[str, ...] = (*(cls.hook for cls in _KINDS.values()), *(c.hook for c in _LIVE_ONLY))
 
 
 def event_from_json(data: dict[str, Any]) -> Event:

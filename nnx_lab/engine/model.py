@@ -1,8 +1,11 @@
-"""``NNModel``: build, train, evaluate and predict with the NNx API."""
+"""``NNModel``: build, train, evaluate and predict with the NNx API.
+
+``train()`` is where a run is assembled: every check first, then the run directory, then
+a ``TrainingLoop`` with the handlers that record the run attached to its event stream.
+"""
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import time
 from collections.abc import Iterator, Sequence
@@ -11,40 +14,61 @@ from typing import Any
 
 import torch
 
+from ..runs import FORMAT_VERSION, resolve_runs_root, run_dir
+from ._io import atomic_write_yaml
 from .checkpoint import NNCheckpoint
-from .data import check_loader, data_identity, iter_inputs, tensor_digest
+from .data import check_loader, data_identity, first_batch, iter_inputs, tensor_digest
 from .enums import Devices, RunStatus
 from .errors import ConfigError
+from .evaluate import evaluate, inference
 from .events import TrainingControl
-from .loop import TrainingLoop, build_optimizer, build_scheduler, seed_everything
-from .metrics import EDP, ConfusionAccumulator, decode
+from .handlers import (
+    CheckpointPolicy,
+    JsonlLogger,
+    ProgressBar,
+    RunRecorder,
+    adapt_callbacks,
+    tqdm_disabled,
+)
+from .loop import RunInfo, TrainingLoop, TrainStep
+from .losses import LossFn
+from .metrics import EDP
 from .nets import build_net
-from .params import NNModelParams, NNParams, NNTrainParams
+from .optim import build_optimizer, build_scheduler, trainable_groups
+from .params import CustomLossRef, NNModelParams, NNParams, NNTrainParams
 from .precision import PrecisionPolicy, ResolvedPrecision, resolve_precision
 from .resume import plan_resume
 from .runs import (
-    FORMAT_VERSION,
     NNRun,
     environment_metadata,
     existing_run_message,
     reserve_run_dir,
-    resolve_runs_root,
     run_id_for,
     write_metadata,
 )
+from .sinks import EventBus, check_callback
+from .tasks import Task, task_for
+from .training_state import is_stateful, seed_everything
+from .update import Updater
 
 __all__ = ["NNModel", "Prediction"]
 
 
 @dataclass(frozen=True)
 class Prediction:
-    """``predict()``'s result: raw float32 logits and decoded classes (or values)."""
+    """``predict()``'s result: raw float32 logits and decoded classes (or values).
+
+    Unpacks as NNx's does: ``logits, classes = model.predict(X=X)``.
+    """
 
     logits: torch.Tensor
     classes: torch.Tensor
 
     def __len__(self) -> int:
         return int(self.logits.shape[0])
+
+    def __iter__(self) -> Iterator[torch.Tensor]:
+        return iter((self.logits, self.classes))
 
 
 def _device(kind: Devices) -> torch.device:
@@ -61,6 +85,17 @@ def _device(kind: Devices) -> torch.device:
             "no MPS device is present; use Devices.get() or Devices.CPU",
         )
     return torch.device(kind.value)
+
+
+def _refuse_loss_ref(loss: Any) -> None:
+    if isinstance(loss, CustomLossRef):
+        raise ConfigError(
+            "NNModelParams.loss",
+            loss.name,
+            "this record was trained with a custom loss, which is not saved as code; pass "
+            "the loss again: NNModel.from_checkpoint(ckpt, loss=YourLoss()) or "
+            "NNModelParams(loss=YourLoss())",
+        )
 
 
 class NNModel:
@@ -87,6 +122,7 @@ class NNModel:
                 net_params,
                 "pass NNParams(input_dim=..., output_dim=..., hidden_dims=[...])",
             )
+        _refuse_loss_ref(params.loss)
         self.net_params = net_params
         self.params = params
         self.device = _device(params.device)
@@ -96,18 +132,37 @@ class NNModel:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(init_seed)
             self.net = build_net(params.net, net_params).to(self.device)
-        from .metrics import loss_function
-
-        self.loss_fn = loss_function(params.loss)
+        self._loss = LossFn(params.loss)
+        self._task: Task | None = None  # the task of the last train() (a custom loss's)
         self.last_run: NNRun | None = None
 
     def __repr__(self) -> str:
         return (
             f"NNModel(net={self.params.net.name}, dims={self.net_params.input_dim}->"
             f"{list(self.net_params.hidden_dims)}->{self.net_params.output_dim}, "
-            f"loss={self.params.loss.name}, device={self.device}, "
+            f"loss={self._loss.name}, device={self.device}, "
             f"precision={self.precision.effective})"
         )
+
+    @property
+    def loss_fn(self) -> LossFn:
+        """The loss: ``model.loss_fn(out, y)`` is a batch's mean. Assign a ``Losses``
+        member, a loss module or a callable to change it (it enters the run id)."""
+        return self._loss
+
+    @loss_fn.setter
+    def loss_fn(self, loss: Any) -> None:
+        _refuse_loss_ref(loss)
+        resolved = LossFn(loss.kind if isinstance(loss, LossFn) else loss)
+        self.params = self.params.replace(loss=resolved.kind or resolved.custom)
+        self._loss, self._task = resolved, None
+
+    def task(self, y_sample: torch.Tensor | None = None) -> Task:
+        """How outputs are decoded and scored (the loss's task; a custom loss's follows
+        its targets' dtype)."""
+        if self._loss.kind is None and y_sample is None and self._task is not None:
+            return self._task
+        return task_for(self._loss, self.net_params.output_dim, y_sample)
 
     # -- training ---------------------------------------------------------------------------
     def train(
@@ -119,20 +174,17 @@ class NNModel:
     ) -> NNRun:
         """Train and record a run; every check runs before the run directory exists.
 
-        ``callbacks`` are event sinks; ``components`` are extra objects whose
-        ``state_dict()`` travels with checkpoints; ``control`` lets another thread stop
-        the run between steps (a fresh one is made when omitted).
+        ``callbacks`` are event sinks (or NNx-style callbacks, or NNx's legacy
+        ``fn(idps)``); ``components`` are extra objects whose ``state_dict()`` travels
+        with checkpoints; ``control`` lets another thread stop the run between steps.
         """
         if not isinstance(params, NNTrainParams):
             raise ConfigError("params", params, "pass an NNTrainParams(...)")
-        from .sinks import EventBus
-
-        EventBus(callbacks)  # refuses a non-sink now, before anything exists
+        callbacks, components = list(callbacks), list(components)
+        for cb in callbacks:
+            check_callback(cb)
         for comp in components:
-            if not (
-                callable(getattr(comp, "state_dict", None))
-                and callable(getattr(comp, "load_state_dict", None))
-            ):
+            if not is_stateful(comp):
                 raise ConfigError(
                     "components",
                     comp,
@@ -142,13 +194,10 @@ class NNModel:
         precision = resolve_precision(
             self.params.precision, self.params.mixed_precision, self.device.type
         )
-        check_loader(
-            params.train_loader, "NNTrainParams.train_loader", self.net_params, self.params.loss
-        )
+        task = self._task_for_loader(params.train_loader, "NNTrainParams.train_loader")
+        check_loader(params.train_loader, "NNTrainParams.train_loader", self.net_params, task)
         if params.val_loader is not None:
-            check_loader(
-                params.val_loader, "NNTrainParams.val_loader", self.net_params, self.params.loss
-            )
+            check_loader(params.val_loader, "NNTrainParams.val_loader", self.net_params, task)
         root = resolve_runs_root(params.runs_root)
         resume = plan_resume(self, params, precision, root)
         config = {
@@ -160,16 +209,83 @@ class NNModel:
             "initial_weights": None if resume else self.weights_digest(),
         }
         run_id = run_id_for(config)
-        if (root / run_id).exists() and not params.overwrite_existing:
+        if run_dir(root, run_id).exists() and not params.overwrite_existing:
             raise FileExistsError(existing_run_message(root, run_id))
 
         # -- side effects start here --------------------------------------------------------
-        run_dir = reserve_run_dir(root, run_id, params.overwrite_existing)
-        from ._io import atomic_write_yaml
+        run = self._open_run(root, run_id, config, params, precision)
+        control = control or TrainingControl()
+        for obj in (*callbacks, *components):
+            reset = getattr(obj, "reset", None)
+            if callable(reset):
+                reset()
+        seed_everything(params.seed)
+        optimizer = build_optimizer(trainable_groups(self.net), params.optim)
+        scaler = torch.amp.GradScaler(self.device.type) if precision.uses_scaler else None
+        updater = Updater(optimizer, scaler, precision, params.optim.grad_clip_norm)
+        bus = EventBus([run, RunRecorder(run), JsonlLogger(run.run_dir / "metrics.jsonl")])
+        if params.progress and not tqdm_disabled():
+            bus.add(ProgressBar())
+        for sink in adapt_callbacks(callbacks, self, run):
+            bus.add(sink)
+        loop = TrainingLoop(
+            TrainStep(self.net, self._loss, task, self.device, precision, updater),
+            params,
+            scheduler=build_scheduler(optimizer, params.scheduler),
+            bus=bus,
+            control=control,
+            stateful=[*callbacks, *components],
+            info=RunInfo(run.id, str(run.run_dir), run.config, run.parent_run_id),
+            n_epochs=resume.n_epochs if resume else None,
+            planned_epochs=resume.planned_epochs if resume else None,
+        )
+        bus.add(
+            CheckpointPolicy(
+                run.run_dir,
+                loop,
+                {
+                    "run_id": run.id,
+                    "net_params": config["net"],
+                    "model_params": config["model"],
+                },
+                params.checkpoint_every_s,
+                bus.emit,
+            )
+        )
+        if resume is not None:
+            try:
+                resume.apply(self, loop, run, [*callbacks, *components])
+            except BaseException as exc:  # validated in plan_resume; still, never leave "running"
+                run.status = RunStatus.FAILED
+                run.metadata.update(
+                    status=RunStatus.FAILED.value, error=f"{type(exc).__name__}: {exc}"
+                )
+                write_metadata(run)
+                raise
+        self.precision, self._task = precision, task
+        outcome = loop.run()
+        if outcome.raised is not None:
+            raise outcome.raised
+        return run
 
-        atomic_write_yaml(run_dir / "run.yaml", config)
+    def _task_for_loader(self, loader: Any, field: str) -> Task:
+        if self._loss.kind is not None:
+            return self.task()
+        return self.task(first_batch(loader, field)[1])
+
+    def _open_run(
+        self,
+        root: Any,
+        run_id: str,
+        config: dict[str, Any],
+        params: NNTrainParams,
+        precision: ResolvedPrecision,
+    ) -> NNRun:
+        """Reserve the run directory and write its records (status "running")."""
+        path = reserve_run_dir(root, run_id, params.overwrite_existing)
+        atomic_write_yaml(path / "run.yaml", config)
         run = NNRun(
-            id=run_id, run_dir=run_dir, config=config, status=RunStatus.RUNNING, precision=precision
+            id=run_id, run_dir=path, config=config, status=RunStatus.RUNNING, precision=precision
         )
         run.metadata = {
             **environment_metadata(str(self.device), params.seed),
@@ -180,38 +296,7 @@ class NNModel:
         }
         write_metadata(run)
         self.last_run = run
-        control = control or TrainingControl()
-        for sink in (*callbacks, *components):
-            reset = getattr(sink, "reset", None)
-            if callable(reset):
-                reset()
-        seed_everything(params.seed)
-        optimizer = build_optimizer(self.net, params.optim)
-        scheduler = build_scheduler(optimizer, params.scheduler)
-        scaler = torch.amp.GradScaler(self.device.type) if precision.uses_scaler else None
-        start: dict[str, Any] = {
-            "optimizer": optimizer,
-            "scheduler": scheduler,
-            "scaler": scaler,
-            "epoch": 0,
-            "step": 0,
-            "n_epochs": params.n_epochs,
-            "planned_epochs": params.n_epochs,
-            "on_started": lambda: None,
-        }
-        if resume is not None:
-            try:
-                resume.apply(self, params, run, start, callbacks, components)
-            except BaseException as exc:  # validated in plan_resume; still, never leave "running"
-                run.status = RunStatus.FAILED
-                run.metadata.update(
-                    status=RunStatus.FAILED.value, error=f"{type(exc).__name__}: {exc}"
-                )
-                write_metadata(run)
-                raise
-        loop = TrainingLoop(self, params, run, list(callbacks), control, components, start=start)
-        self.precision = precision
-        return loop.run_loop()
+        return run
 
     def weights_digest(self) -> str:
         h = hashlib.sha256()
@@ -221,40 +306,18 @@ class NNModel:
         return h.hexdigest()
 
     # -- evaluation and prediction ----------------------------------------------------------
-    @contextlib.contextmanager
-    def _inference(self) -> Iterator[None]:
-        was_training = self.net.training
-        self.net.eval()
-        try:
-            with torch.no_grad(), self._surface_autocast():
-                yield
-        finally:
-            self.net.train(was_training)
-
-    def _surface_autocast(self) -> Any:
-        if "evaluate" in self.precision.covers():
-            return self.precision.autocast()
-        return contextlib.nullcontext()
-
-    def _evaluate(self, loader: Any) -> EDP:
-        acc = ConfusionAccumulator(self.params.loss, self.net_params.output_dim, self.device)
-        with self._inference():
-            for batch in loader:
-                X, y = batch
-                X, y = X.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
-                out = self.net(X)
-                acc.update(out.float(), y, self.loss_fn(out.float(), y, reduction="sum"))
-        return acc.result()
-
     def evaluate(self, loader: Any) -> EDP:
         """Metrics over the whole loader (sums and a confusion matrix, finalized once)."""
-        check_loader(loader, "loader", self.net_params, self.params.loss)
-        return self._evaluate(loader)
+        task = self._task_for_loader(loader, "loader")
+        check_loader(loader, "loader", self.net_params, task)
+        return evaluate(
+            self.net, loader, self._loss, task, device=self.device, precision=self.precision
+        )
 
     def predict(self, X: Any) -> Prediction:
         """Raw float32 logits and decoded classes for a tensor, array, tuple or loader."""
         outs = []
-        with self._inference():
+        with inference(self.net, self.precision, "predict"):
             for xb in iter_inputs(X):
                 if xb.ndim < 2 or xb.shape[-1] != self.net_params.input_dim:
                     raise ConfigError(
@@ -265,7 +328,7 @@ class NNModel:
                     )
                 outs.append(self.net(xb.to(self.device)).float())
         logits = torch.empty(0, self.net_params.output_dim) if not outs else torch.cat(outs).cpu()
-        return Prediction(logits=logits, classes=decode(logits, self.params.loss))
+        return Prediction(logits=logits, classes=self.task().decode(logits))
 
     # -- reloading -------------------------------------------------------------------------
     @classmethod
@@ -274,8 +337,13 @@ class NNModel:
         checkpoint: NNCheckpoint,
         device: Devices | str | None = None,
         precision: PrecisionPolicy | str | None = None,
+        *,
+        loss: Any = None,
     ) -> NNModel:
-        """Rebuild the model from a checkpoint; the policy is resolved on the new device."""
+        """Rebuild the model from a checkpoint; the policy is resolved on the new device.
+
+        ``loss`` passes a custom loss again (it is recorded, not saved as code).
+        """
         if not isinstance(checkpoint, NNCheckpoint):
             raise ConfigError(
                 "checkpoint",
@@ -289,6 +357,8 @@ class NNModel:
         if precision is not None:
             changes["precision"] = precision
             changes["mixed_precision"] = False
+        if loss is not None:
+            changes["loss"] = loss
         if changes:
             mp = mp.replace(**changes)
         model = cls(net_params=checkpoint.net_params, params=mp)

@@ -19,6 +19,7 @@ from .enums import Activations, Devices, Losses, Nets, Optims, coerce_enum
 from .errors import ConfigError
 
 __all__ = [
+    "CustomLossRef",
     "NNModelParams",
     "NNOptimParams",
     "NNOptimParamsBuilder",
@@ -137,19 +138,38 @@ class NNParams(_Params):
 
 
 @dataclass(frozen=True)
+class CustomLossRef:
+    """A custom loss named in a saved record; the object itself must be passed again."""
+
+    identity: dict[str, Any]
+
+    @property
+    def name(self) -> str:
+        return str(self.identity.get("custom", "custom loss"))
+
+
+@dataclass(frozen=True)
 class NNModelParams(_Params):
-    """What the model is: net kind, device, loss and precision policy."""
+    """What the model is: net kind, device, loss and precision policy.
+
+    ``loss`` is a ``Losses`` member, or your own loss: an ``nn.Module`` or a callable
+    ``loss(out, y)`` that receives the raw network output and returns the batch mean
+    (§2.10). A custom loss enters the run id through its type, code and settings.
+    """
 
     net: Nets = Nets.FEED_FWD
     device: Devices = Devices.CPU
-    loss: Losses = Losses.CROSS_ENTROPY
+    loss: Any = Losses.CROSS_ENTROPY
     precision: Any = None  # a PrecisionPolicy; None means fp32
     mixed_precision: bool = False  # NNx's legacy flag: fp16 autocast + scaler on CUDA only
 
     def __post_init__(self) -> None:
         _set(self, "net", coerce_enum(Nets, self.net, "NNModelParams.net"))
         _set(self, "device", coerce_enum(Devices, self.device, "NNModelParams.device"))
-        _set(self, "loss", coerce_enum(Losses, self.loss, "NNModelParams.loss"))
+        if isinstance(self.loss, str) or not (
+            callable(self.loss) or isinstance(self.loss, CustomLossRef)
+        ):
+            _set(self, "loss", coerce_enum(Losses, self.loss, "NNModelParams.loss"))
         if not isinstance(self.mixed_precision, bool):
             raise ConfigError(
                 "NNModelParams.mixed_precision", self.mixed_precision, "pass True or False"
@@ -158,9 +178,19 @@ class NNModelParams(_Params):
 
         _set(self, "precision", normalize_policy(self.precision, self.mixed_precision))
 
+    @property
+    def custom_loss(self) -> bool:
+        return not isinstance(self.loss, Losses)
+
     def to_json(self) -> dict[str, Any]:
         data = super().to_json()
         data["precision"] = None if self.precision is None else self.precision.to_json()
+        if isinstance(self.loss, CustomLossRef):
+            data["loss"] = self.loss.identity
+        elif not isinstance(self.loss, Losses):
+            from .losses import custom_loss_identity
+
+            data["loss"] = custom_loss_identity(self.loss)
         return data
 
     @classmethod
@@ -170,6 +200,8 @@ class NNModelParams(_Params):
         data = dict(data)
         if data.get("precision") is not None:
             data["precision"] = PrecisionPolicy.from_json(data["precision"])
+        if isinstance(data.get("loss"), dict):
+            data["loss"] = CustomLossRef(data["loss"])
         return cls(**data)
 
 

@@ -18,7 +18,6 @@ __all__ = [
     "REFERENCE_TOLERANCES",
     "PrecisionPolicy",
     "ResolvedPrecision",
-    "full_precision_only",
     "normalize_policy",
     "precision_support",
     "resolve_precision",
@@ -41,20 +40,10 @@ REFERENCE_TOLERANCES: dict[tuple[str, str], dict[str, float]] = {
 _VERIFIED = {("cpu", "fp32"), ("cpu", "bf16")}
 
 # The NNModel surfaces that apply a policy. (NNx's predict_proba() joins this list when
-# nnx_lab grows one.) Custom step functions belong to neither list: they read
-# ``ctx.precision`` and apply it themselves.
+# nnx_lab grows one.)
 SURFACES = ("train", "evaluate", "predict")
-# Surfaces that never apply the policy: they always run in full precision.
-_NEVER = ("lr_finder",)
 
-_FULL_PRECISION_ONLY = "__nnx_full_precision_only__"
 _NO_AUTOCAST = contextlib.nullcontext()
-
-
-def full_precision_only(fn: Any) -> Any:
-    """Mark a step function that must run in full precision (it refuses a reduced policy)."""
-    setattr(fn, _FULL_PRECISION_ONLY, True)
-    return fn
 
 
 @dataclass(frozen=True)
@@ -212,7 +201,7 @@ class ResolvedPrecision:
 
     def not_covered(self) -> list[str]:
         covered = set(self.covers())
-        return [s for s in SURFACES if s not in covered] + list(_NEVER)
+        return [s for s in SURFACES if s not in covered]
 
     def record(self) -> dict[str, Any]:
         return {

@@ -3,13 +3,13 @@
 ``runs/<id>/`` holds ``run.yaml`` (the hashed configuration), ``metadata.yaml``
 (environment, seed, status), ``metrics.jsonl`` (the event log) and ``checkpoints/``.
 The id is the MD5 of the canonical JSON of ``run.yaml``: exactly the values that change
-the result, the data's identity included; paths, progress and logging stay out.
+the result, the data's identity included; paths, progress and logging stay out. The
+format itself (ids, paths, the log reader) is ``nnx_lab.runs``, which needs no torch.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import platform
 import shutil
@@ -18,26 +18,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..runs import (
+    FORMAT_VERSION,
+    LogDamagedError,
+    canonical_json,
+    read_jsonl,
+    resolve_runs_root,
+    run_dir,
+)
 from ._io import atomic_write_yaml, read_yaml
 from .enums import RunStatus
-from .events import EpochEnded, RunFinished, StepMetrics, StepRecord, event_from_json
+from .events import EpochEnded, Event, RunFinished, StepMetrics, StepRecord, event_from_json
 from .metrics import EDP
 from .precision import ResolvedPrecision
 
-__all__ = ["IDP", "NNRun", "canonical_json", "resolve_runs_root", "run_id_for"]
-
-FORMAT_VERSION = 1
-
-
-def resolve_runs_root(runs_root: str | os.PathLike[str] | None = None) -> Path:
-    """Explicit root > ``NNX_RUNS_ROOT`` > ``./runs``."""
-    if runs_root is not None:
-        return Path(runs_root)
-    return Path(os.environ.get("NNX_RUNS_ROOT", "runs"))
-
-
-def canonical_json(data: Any) -> str:
-    return json.dumps(data, sort_keys=True, separators=(",", ":"), allow_nan=True)
+__all__ = ["FORMAT_VERSION", "IDP", "NNRun", "read_events", "run_id_for"]
 
 
 def run_id_for(config: dict[str, Any]) -> str:
@@ -46,7 +41,7 @@ def run_id_for(config: dict[str, Any]) -> str:
 
 def reserve_run_dir(root: Path, run_id: str, overwrite: bool) -> Path:
     """Create ``root/<id>`` exclusively; an existing run is refused unless overwriting."""
-    path = root / run_id
+    path = run_dir(root, run_id)
     if path.exists() and not overwrite:
         raise FileExistsError(existing_run_message(root, run_id))
     root.mkdir(parents=True, exist_ok=True)
@@ -68,6 +63,9 @@ def existing_run_message(root: Path, run_id: str) -> str:
     )
 
 
+_PLATFORM: dict[str, str] = {}
+
+
 def environment_metadata(device: str, seed: int) -> dict[str, Any]:
     import numpy
     import safetensors
@@ -75,13 +73,14 @@ def environment_metadata(device: str, seed: int) -> dict[str, Any]:
 
     from .._version import __version__
 
+    if not _PLATFORM:  # platform.platform() spawns a subprocess on some systems: once
+        _PLATFORM.update(python=platform.python_version(), platform=platform.platform())
     return {
         "nnx_lab": __version__,
         "torch": str(torch.__version__),
         "numpy": str(numpy.__version__),
         "safetensors": str(safetensors.__version__),
-        "python": platform.python_version(),
-        "platform": platform.platform(),
+        **_PLATFORM,
         "device": device,
         "seed": seed,
     }
@@ -119,7 +118,11 @@ class IDP:
 
 @dataclass
 class NNRun:
-    """A run: its id, directory, history (``idps``), status and records."""
+    """A run: its id, directory, history (``idps``), status and records.
+
+    While it trains, the run is a sink of the loop's events: its history grows from the
+    same events a reloaded run replays from the log.
+    """
 
     id: str
     run_dir: Path
@@ -158,22 +161,42 @@ class NNRun:
             f"epochs={len(self.epochs)}, dir={str(self.run_dir)!r})"
         )
 
+    # -- the history, as a sink --------------------------------------------------------
+    def on_step_metrics(self, event: StepMetrics) -> None:
+        self.idps.extend(IDP.from_record(r) for r in event.records)
+
+    def on_epoch_ended(self, event: EpochEnded) -> None:
+        self.epochs.append(event.to_json())
+        if event.val is not None and self.idps and self.idps[-1].iteration == event.step:
+            self.idps[-1].val_edp = EDP.from_json(event.val)
+
+    def on_run_finished(self, event: RunFinished) -> None:
+        self.status = RunStatus(event.status)
+        self.error = event.error
+
+    def replay(self, events: Any) -> None:
+        """Fill idps and epochs from events, as a live run does."""
+        for ev in events:
+            hook = getattr(self, ev.hook, None)
+            if hook is not None:
+                hook(ev)
+
     @classmethod
     def load(cls, id: str, runs_root: str | os.PathLike[str] | None = None) -> NNRun:
         """Rehydrate a run (config, metadata, idps) from its directory."""
         root = resolve_runs_root(runs_root)
-        run_dir = root / id
-        if not (run_dir / "run.yaml").is_file():
+        path = run_dir(root, id, "id")
+        if not (path / "run.yaml").is_file():
             raise FileNotFoundError(
                 f"no run {id!r} under {root.resolve()}/ (searched "
-                f"{run_dir / 'run.yaml'}); check the id, or pass "
+                f"{path / 'run.yaml'}); check the id, or pass "
                 "runs_root= where the run was written"
             )
-        config = read_yaml(run_dir / "run.yaml")
-        metadata = read_yaml(run_dir / "metadata.yaml") or {}
+        config = read_yaml(path / "run.yaml")
+        metadata = read_yaml(path / "metadata.yaml") or {}
         run = cls(
             id=id,
-            run_dir=run_dir,
+            run_dir=path,
             config=config,
             metadata=metadata,
             status=RunStatus(metadata.get("status", "created")),
@@ -182,37 +205,21 @@ class NNRun:
         )
         if metadata.get("precision"):
             run.precision = ResolvedPrecision.from_record(metadata["precision"])
-        log = run_dir / "metrics.jsonl"
+        log = path / "metrics.jsonl"
         if log.is_file():
             run.replay(read_events(log))
         return run
 
-    def replay(self, events: Any) -> None:
-        """Fill idps and epochs from events (the same path a live run takes)."""
-        by_step: dict[int, IDP] = {p.iteration: p for p in self.idps}
-        for ev in events:
-            if isinstance(ev, StepMetrics):
-                for r in ev.records:
-                    idp = IDP.from_record(r)
-                    by_step[r.step] = idp
-                    self.idps.append(idp)
-            elif isinstance(ev, EpochEnded):
-                self.epochs.append(ev.to_json())
-                if ev.val is not None and ev.step in by_step:
-                    by_step[ev.step].val_edp = EDP.from_json({**ev.val})
-            elif isinstance(ev, RunFinished):
-                self.status = RunStatus(ev.status)
-                self.error = ev.error
 
-
-def read_events(path: Path) -> list[Any]:
-    """Parse a ``metrics.jsonl``; a torn last line (a writer died mid-line) is skipped."""
+def read_events(path: Path) -> list[Event]:
+    """The events of a ``metrics.jsonl``; a torn last line (a writer died mid-line) is
+    skipped, any other damage names the file and the line."""
     events = []
-    with open(path, encoding="utf-8") as fh:
-        for line in fh:
-            if not line.endswith("\n"):
-                break
-            events.append(event_from_json(json.loads(line)))
+    for line, obj in read_jsonl(path):
+        try:
+            events.append(event_from_json(obj))
+        except (ValueError, TypeError, KeyError) as exc:
+            raise LogDamagedError(path, line, f"not an event ({exc})") from None
     return events
 
 

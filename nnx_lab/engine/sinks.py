@@ -1,56 +1,78 @@
 """The sink contract of the event stream, and its dispatcher.
 
-A sink is any object with one or more of the hook methods below (duck-typed, as
-the logger contract of the Julia tutorial). Subclassing ``Callback`` is optional; it
-only supplies no-op hooks. The dispatcher binds each hook once, at attach time, so
-a step costs one call per sink that actually listens to it and nothing for the rest.
+A sink is any object with one or more of the hook methods below (duck-typed, as the
+logger contract of the Julia tutorial). The dispatcher binds each hook once, so a step
+costs one call per sink that actually listens to it and nothing for the rest.
+
+NNx's own callback hooks (``on_train_begin(ctx)``, ``on_epoch_begin(ctx)``,
+``on_epoch_end(ctx)`` with ``ctx.should_stop``, ``on_train_end(ctx)``) and NNx's legacy
+plain callables (``fn(idps)`` after each epoch) are accepted too: ``NNModel.train``
+adapts them onto this stream (``handlers.nnx_callbacks``).
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Iterable
 from typing import Any
 
 from .events import HOOKS, Event, TrainingControl
 
-__all__ = ["Callback", "EventBus"]
+__all__ = ["LIFECYCLE", "NNX_HOOKS", "Callback", "EventBus", "check_callback"]
 
-_LIFECYCLE = ("on_attach", "on_detach")
+LIFECYCLE = ("on_attach", "on_detach")
+NNX_HOOKS = ("on_train_begin", "on_epoch_begin", "on_epoch_end", "on_train_end")
 
 
 class Callback:
-    """Optional base class for sinks; every hook is a no-op.
+    """Optional base class for sinks; it documents the hooks and adds none.
 
-    Hooks (each takes the event of the same name from ``nnx_lab.engine.events``):
+    Event hooks (each takes the event of the same name from ``nnx_lab.engine.events``):
     ``on_run_started``, ``on_step_ended``, ``on_step_metrics``, ``on_epoch_ended``,
-    ``on_checkpoint_written``, ``on_run_finished``. Lifecycle: ``on_attach(control)``
-    before the run starts (keep ``control`` to request a stop), ``on_detach()`` after it
-    ended, whatever the outcome. A sink that carries resumable state implements
-    ``state_dict()`` / ``load_state_dict(state)`` with JSON-able values and ``reset()``.
+    ``on_checkpoint_written``, ``on_run_ending``, ``on_run_finished``. Lifecycle:
+    ``on_attach(control)`` before the run starts (keep ``control`` to request a stop),
+    ``on_detach()`` after it ended, whatever the outcome. A sink that carries resumable
+    state implements ``state_dict()`` / ``load_state_dict(state)`` with JSON-able values
+    and ``reset()``, which ``train()`` calls before a run starts.
     """
 
-    def on_attach(self, control: TrainingControl) -> None:
-        pass
 
-    def on_detach(self) -> None:
-        pass
+def _has(obj: Any, names: Iterable[str]) -> bool:
+    return any(callable(getattr(obj, n, None)) for n in names)
+
+
+def check_callback(obj: Any) -> None:
+    """Refuse an object that no hook of the stream (or of NNx) would ever call."""
+    if _has(obj, (*HOOKS, *LIFECYCLE, *NNX_HOOKS)):
+        return
+    if inspect.isfunction(obj) or inspect.ismethod(obj):
+        return  # NNx's legacy callable, fn(idps) after each epoch
+    raise TypeError(
+        f"callbacks: {obj!r} implements no known hook, so it would never be called; define "
+        f"one of {', '.join(HOOKS)} (nnx_lab's events), or NNx's "
+        f"{', '.join(NNX_HOOKS)}(ctx), or pass a function fn(idps) called after each epoch"
+    )
 
 
 class EventBus:
     """Delivers events to sinks in the order the sinks were given."""
 
-    def __init__(self, sinks: Iterable[Any]) -> None:
-        self.sinks = list(sinks)
-        for sink in self.sinks:
-            if not any(callable(getattr(sink, h, None)) for h in (*HOOKS, *_LIFECYCLE)):
-                raise TypeError(
-                    f"callbacks: {sink!r} is not a sink; it must define at least one of "
-                    f"{', '.join(HOOKS)} (or subclass nnx_lab.Callback)"
-                )
-        self._by_hook: dict[str, list[Any]] = {
-            hook: [getattr(s, hook) for s in self.sinks if callable(getattr(s, hook, None))]
-            for hook in HOOKS
-        }
+    def __init__(self, sinks: Iterable[Any] = ()) -> None:
+        self.sinks: list[Any] = []
+        self._by_hook: dict[str, list[Any]] = {hook: [] for hook in HOOKS}
+        for sink in sinks:
+            self.add(sink)
+
+    def add(self, sink: Any) -> None:
+        if not _has(sink, (*HOOKS, *LIFECYCLE)):
+            raise TypeError(
+                f"{sink!r} is not a sink; it must define at least one of {', '.join(HOOKS)}"
+            )
+        self.sinks.append(sink)
+        for hook in HOOKS:
+            fn = getattr(sink, hook, None)
+            if callable(fn):
+                self._by_hook[hook].append(fn)
 
     def listens(self, hook: str) -> bool:
         return bool(self._by_hook.get(hook))

@@ -109,8 +109,8 @@ def arm(point):
         return real_checkpoint(*args, **kwargs)
 
     ck.atomic_write_bytes, ck._remove_orphans = write, cleanup
-    import nnx_lab.engine.loop as loop
-    loop.write_checkpoint = checkpoint
+    import nnx_lab.engine.handlers.checkpoints as policy
+    policy.write_checkpoint = checkpoint
 
 # Warm the imports every child would repeat (an optimizer's first construction pulls in
 # torch._dynamo); no tensor math runs before the forks.

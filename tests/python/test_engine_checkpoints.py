@@ -8,6 +8,8 @@ import torch
 
 from nnx_lab import Checkpoints, Devices, NNCheckpoint, NNModel, NNRun, RunStatus
 
+RUN_ID = "0123456789abcdef0123456789abcdef"
+
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
@@ -111,7 +113,7 @@ def test_concurrent_checkpoint_writers_are_kept_apart(tmp_path):
     from nnx_lab.engine.checkpoint import write_checkpoint
 
     root = tmp_path / "runs"
-    run_dir = root / "r"
+    run_dir = root / RUN_ID
     (run_dir / "checkpoints").mkdir(parents=True)
     net = f.net_params()
     meta = {"net_params": net.to_json(), "model_params": f.model_params().to_json()}
@@ -138,7 +140,7 @@ def test_concurrent_checkpoint_writers_are_kept_apart(tmp_path):
         t.join()
     assert errors == []
     for type_ in (Checkpoints.LAST, Checkpoints.BEST):
-        ckpt = NNCheckpoint.load(run="r", type=type_, runs_root=root)  # checksum verified
+        ckpt = NNCheckpoint.load(run=RUN_ID, type=type_, runs_root=root)  # checksum verified
         value = float(ckpt.model_state["w"][0, 0])
         assert torch.equal(ckpt.model_state["w"], torch.full((64, 64), value))
         assert value == ckpt.step  # the tensors and the sidecar come from one write

@@ -141,7 +141,7 @@ def test_the_record_holds_requested_effective_tf32_and_coverage(tmp_path):
     assert record["requested"] == record["effective"] == "bf16"
     assert record["fallback_reason"] is None
     assert record["covers"] == ["train", "evaluate", "predict"]
-    assert record["not_covered"] == ["lr_finder"]
+    assert record["not_covered"] == []
     tf32 = record["tf32"]
     assert tf32["set_by_nnx_lab"] is False
     assert tf32["applies"] is torch.cuda.is_available()
@@ -153,10 +153,26 @@ def test_the_record_holds_requested_effective_tf32_and_coverage(tmp_path):
     assert NNRun.load(run.id, runs_root=tmp_path).precision == run.precision
 
 
+class _Matmul:
+    """Stands in for ``torch.backends.cuda.matmul`` with torch's newer setting made.
+
+    The real object is swapped whole (and restored by monkeypatch): an attribute set on
+    torch's own cuBLAS module cannot be deleted again at teardown.
+    """
+
+    allow_tf32 = False
+    fp32_precision = "tf32"
+
+
 def test_an_fp32_precision_setting_is_reported_when_made(monkeypatch):
-    monkeypatch.setattr(torch.backends.cuda.matmul, "fp32_precision", "tf32", raising=False)
+    before = torch.backends.cuda.matmul
+    monkeypatch.setattr(torch.backends.cuda, "matmul", _Matmul())
     tf32 = engine_precision.resolve_precision(None, False, "cpu").tf32
     assert tf32["fp32_precision"] == {"cuda.matmul": "tf32"}
+    assert tf32["matmul_allow_tf32"] is False
+    monkeypatch.undo()
+    assert torch.backends.cuda.matmul is before
+    assert engine_precision.resolve_precision(None, False, "cpu").tf32["fp32_precision"] is None
 
 
 # -- what autocast wraps ----------------------------------------------------------------------
@@ -207,7 +223,7 @@ def test_legacy_mixed_precision_keeps_its_meaning(tmp_path):
     assert (record["requested"], record["effective"]) == ("fp16", "fp32")
     assert "legacy" in record["fallback_reason"]
     assert record["covers"] == ["train"]
-    assert record["not_covered"] == ["evaluate", "predict", "lr_finder"]
+    assert record["not_covered"] == ["evaluate", "predict"]
     assert NNRun.load(run.id, runs_root=tmp_path).precision.legacy_mixed_precision is True
     spy = _DtypeSpy(model.net.layers[0])
     assert model.predict(torch.randn(4, 8)).logits.dtype == torch.float32
@@ -241,43 +257,40 @@ def test_precision_support_reports_every_cell():
 
 
 # -- the update: unscale -> normalize -> finite check -> clip -> step --------------------------
-def _bare_loop(precision, scaler=None):
-    """A TrainingLoop with just what ``_update`` reads."""
-    from nnx_lab.engine.loop import TrainingLoop
+def _updater(precision, scaler=None, clip=None):
+    """An Updater over one SGD parameter (lr 1: the step is minus the gradient)."""
+    from nnx_lab.engine.update import Updater
 
-    loop = TrainingLoop.__new__(TrainingLoop)
     param = torch.nn.Parameter(torch.zeros(4))
-    loop.optimizer = torch.optim.SGD([param], lr=1.0)
-    loop.scaler, loop.precision, loop.step = scaler, precision, 0
-    return loop, param
+    return Updater(torch.optim.SGD([param], lr=1.0), scaler, precision, clip), param
 
 
 def test_the_update_unscales_then_normalizes_then_clips_then_steps():
     scaler = torch.amp.GradScaler("cpu", init_scale=8.0)
-    loop, param = _bare_loop(ResolvedPrecision("fp16", "fp16", "cpu"), scaler)
+    updater, param = _updater(ResolvedPrecision("fp16", "fp16", "cpu"), scaler, clip=1.0)
     true_grad = torch.tensor([3.0, 4.0, 0.0, 0.0])  # norm 5
     scaler.scale(torch.ones(()))  # what a backward through the scaler does first
     param.grad = true_grad * 8.0 * 2  # scaled by the scaler, summed over 2 samples
-    loop._update([param], clip=1.0, normalize=2)
+    updater.step(2)
     # Clipped after unscaling and normalizing: the step is the true gradient at norm 1.
     assert torch.allclose(param.detach(), -true_grad / 5.0)
 
 
 def test_fp16_skips_a_non_finite_update_through_the_scaler():
     scaler = torch.amp.GradScaler("cpu", init_scale=8.0)
-    loop, param = _bare_loop(ResolvedPrecision("fp16", "fp16", "cpu"), scaler)
+    updater, param = _updater(ResolvedPrecision("fp16", "fp16", "cpu"), scaler, clip=1.0)
     scaler.scale(torch.ones(()))
     param.grad = torch.tensor([1.0, float("inf"), 0.0, 0.0])
-    loop._update([param], clip=1.0, normalize=None)
+    updater.step()
     assert torch.equal(param.detach(), torch.zeros(4))  # skipped
     assert scaler.get_scale() == 4.0  # and backed off
 
 
 def test_bf16_raises_rather_than_apply_a_non_finite_update():
-    loop, param = _bare_loop(ResolvedPrecision("bf16", "bf16", "cpu"))
+    updater, param = _updater(ResolvedPrecision("bf16", "bf16", "cpu"))
     param.grad = torch.tensor([1.0, float("nan"), 0.0, 0.0])
     with pytest.raises(FloatingPointError, match="non-finite gradients at step 1 under bf16"):
-        loop._update([param], clip=None, normalize=None)
+        updater.step(step_number=1)
     assert torch.equal(param.detach(), torch.zeros(4))
 
 

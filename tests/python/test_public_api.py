@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import os
 import subprocess
 import sys
@@ -42,6 +43,7 @@ EXPECTED = {
     "RunStatus",
     "TrainingControl",
     "TrainingMonitor",
+    "TrainingState",
     "__version__",
     "events",
     "precision",
@@ -53,9 +55,20 @@ def test_the_exported_names_are_pinned():
     assert set(nnx_lab.__all__) == EXPECTED
 
 
+MODULES = {"events", "precision"}
+
+
 @pytest.mark.parametrize("name", sorted(EXPECTED - {"__version__"}))
-def test_every_exported_name_resolves(name):
-    assert getattr(nnx_lab, name) is not None
+def test_every_exported_name_is_nnx_labs_own_class_function_or_module(name):
+    obj = getattr(nnx_lab, name)
+    if name in MODULES:
+        assert inspect.ismodule(obj)
+        assert obj.__name__.startswith("nnx_lab.")
+        return
+    assert inspect.isclass(obj) or inspect.isfunction(obj), f"{name} is a {type(obj)}"
+    assert obj.__module__.startswith("nnx_lab."), obj.__module__
+    assert obj.__name__ == name  # not an alias of something else
+    assert nnx_lab.__dict__[name] is obj  # cached: the next lookup skips __getattr__
 
 
 def test_an_unknown_name_is_an_attribute_error():
@@ -81,13 +94,21 @@ def test_importing_nnx_lab_is_cheap_and_loads_no_torch():
     assert "nnx_lab.engine.model" not in mods
 
 
+def test_the_run_format_reads_without_torch():
+    """The Jupyter server reads runs through nnx_lab.runs: it must not load torch."""
+    mods = _modules_after("import nnx_lab.runs, nnx_lab.engine.events")
+    assert "nnx_lab.runs._jsonl" in mods
+    assert "torch" not in mods
+
+
 @pytest.mark.parametrize(
     "module",
     [
         "nnx_lab.engine.model",
         "nnx_lab.engine.resume",
         "nnx_lab.engine.checkpoint",
-        "nnx_lab.engine.callbacks",
+        "nnx_lab.engine.handlers",
+        "nnx_lab.engine.loop",
     ],
 )
 def test_the_engine_imports_no_jupyter_widget_or_plot_package(module):
@@ -110,7 +131,7 @@ def test_the_engine_imports_no_jupyter_widget_or_plot_package(module):
     ],
 )
 def test_nnx_tqdm_disable_values(monkeypatch, value, disabled):
-    from nnx_lab.engine.callbacks import tqdm_disabled
+    from nnx_lab.engine.handlers import tqdm_disabled
 
     monkeypatch.setenv("NNX_TQDM_DISABLE", value)
     assert tqdm_disabled() is disabled

@@ -189,7 +189,7 @@ def _same_training_state(run_a, run_b):
         "has_best",
         "planned_epochs",
     ):
-        _assert_same_tree(a[key], b[key], key)
+        _assert_same_tree(a.to_tree()[key], b.to_tree()[key], key)
     by_type = [{k.partition(":")[2]: v for k, v in s["callbacks"].items()} for s in (a, b)]
     _assert_same_tree(by_type[0], by_type[1], "callbacks")
 
@@ -608,7 +608,8 @@ def _edit_state(run, change):
     """Rewrite a run's LAST training state in place (to fake other writers)."""
     from nnx_lab.engine.checkpoint import write_checkpoint
 
-    ckpt, state = NNCheckpoint.load_with_training_state(run=run.id, runs_root=run.run_dir.parent)
+    ckpt = NNCheckpoint.load(run.id, runs_root=run.run_dir.parent)
+    state = ckpt.training_state_tree()
     change(state)
     meta = {
         k: ckpt.sidecar[k]

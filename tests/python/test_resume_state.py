@@ -12,7 +12,7 @@ import torch
 from safetensors.torch import load as st_load
 from safetensors.torch import save as st_save
 
-from nnx_lab.engine.state import join_state, split_state
+from nnx_lab.engine._codec import join_state, split_state
 
 
 def _round_trip(tree):

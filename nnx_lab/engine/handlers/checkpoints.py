@@ -1,0 +1,127 @@
+"""LAST and BEST checkpoints of a run, written as the loop's events say.
+
+At an epoch's end, LAST is written when it is due (the final epoch, every epoch with
+``checkpoint_every_s=0``, else once that many seconds have passed since the last
+write); BEST is written with it when the epoch became BEST (§2.11). A BEST found in
+between waits in memory and is committed with the next LAST, or when the run ends. On
+a stop, LAST is written at once, mid-epoch if need be; on a failure only the last good
+BEST is kept.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..checkpoint import write_checkpoint
+from ..events import CheckpointWritten, EpochEnded, Event, RunEnding
+
+__all__ = ["CheckpointPolicy"]
+
+
+def _clone_tree(tree: Any) -> Any:
+    """A copy of nested state whose tensors no longer share memory with the model."""
+    if isinstance(tree, torch.Tensor):
+        return tree.detach().clone()
+    if isinstance(tree, dict):
+        return {k: _clone_tree(v) for k, v in tree.items()}
+    if isinstance(tree, list | tuple):
+        return type(tree)(_clone_tree(v) for v in tree)
+    return tree
+
+
+class CheckpointPolicy:
+    def __init__(
+        self,
+        run_dir: Path,
+        loop: Any,
+        meta: dict[str, Any],
+        every_s: float,
+        emit: Callable[[Event], None],
+    ) -> None:
+        """``loop`` is the TrainingLoop (its state and counters); ``meta`` what every
+        sidecar records besides (run id, the model's recipe)."""
+        self.run_dir, self.loop, self.meta = run_dir, loop, meta
+        self.every_s = every_s
+        self.emit = emit
+        self._pending_best: dict[str, Any] | None = None
+        self._last_commit = time.perf_counter()
+        self._committed_step = -1
+
+    # -- events ---------------------------------------------------------------------------
+    def on_epoch_ended(self, event: EpochEnded) -> None:
+        loop = self.loop
+        selection = loop.last_selection  # "improved" | "baseline" | None
+        unavailable = selection == "baseline"
+        due = (
+            loop.final_epoch
+            or self.every_s == 0
+            or time.perf_counter() - self._last_commit >= self.every_s
+        )
+        if due:
+            if selection is not None:
+                self._pending_best = None  # superseded: this epoch is BEST
+                self._write(["last", "best"], complete=True, unavailable=unavailable)
+            else:
+                self._commit_pending_best()
+                self._write(["last"], complete=True)
+        elif selection is not None:
+            self._pending_best = self._snapshot(complete=True, unavailable=unavailable)
+
+    def on_run_ending(self, event: RunEnding) -> None:
+        if event.status == "failed":
+            self._commit_pending_best()  # the last good BEST is worth keeping
+        elif event.status == "stopped":
+            self._commit_pending_best()
+            if event.mid_epoch:
+                self._write(["last"], complete=False)
+            elif self._committed_step != event.step:
+                self._write(["last"], complete=True)
+        else:  # finished: the final epoch wrote LAST; a BEST may still wait
+            self._commit_pending_best()
+
+    # -- writing --------------------------------------------------------------------------
+    def _state(self, complete: bool, unavailable: bool) -> dict[str, Any]:
+        loop = self.loop
+        return {
+            "model_state": loop.train_step.net.state_dict(),
+            "training_state": loop.capture_state(complete).to_tree(),
+            "meta": {
+                "run_id": self.meta["run_id"],
+                "epoch": loop.epoch,
+                "step": loop.step,
+                "epoch_complete": complete,
+                "signal_unavailable": unavailable,
+                "net_params": self.meta["net_params"],
+                "model_params": self.meta["model_params"],
+            },
+        }
+
+    def _snapshot(self, *, complete: bool, unavailable: bool) -> dict[str, Any]:
+        """The checkpoint's content now, detached from the live tensors."""
+        return _clone_tree(self._state(complete, unavailable))
+
+    def _commit(self, types: list[str], content: dict[str, Any]) -> None:
+        paths = write_checkpoint(self.run_dir, types, **content)
+        meta = content["meta"]
+        for type_, path in zip(types, paths, strict=True):
+            self.emit(
+                CheckpointWritten(
+                    type=type_, epoch=meta["epoch"], step=meta["step"], path=str(path)
+                )
+            )
+
+    def _write(self, types: list[str], *, complete: bool, unavailable: bool = False) -> None:
+        """Write the current state now (no copy needed: nothing trains meanwhile)."""
+        self._commit(types, self._state(complete, unavailable))
+        self._last_commit = time.perf_counter()
+        self._committed_step = self.loop.step
+
+    def _commit_pending_best(self) -> None:
+        if self._pending_best is not None:
+            content, self._pending_best = self._pending_best, None
+            self._commit(["best"], content)

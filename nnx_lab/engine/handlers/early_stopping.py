@@ -1,0 +1,116 @@
+"""EarlyStopping: end the run when the monitored value stops improving."""
+
+from __future__ import annotations
+
+import math
+import warnings
+from typing import Any
+
+from ..events import EpochEnded, TrainingControl
+
+__all__ = ["EarlyStopping"]
+
+_MONITORS = ("val_edp.error", "val_edp.loss", "train_edp.error", "train_edp.loss")
+
+
+class EarlyStopping:
+    """Stop when the monitored value has not improved for ``patience`` epochs.
+
+    ``monitor=None`` (default) reads validation data only and chooses once per run, at
+    the first validated epoch with a finite value: ``val_edp.error``, or
+    ``val_edp.loss`` when the error is not finite there (the §2.11 first-finite order,
+    so a NaN error next to a finite, falling loss is followed through the loss). The
+    choice then stays fixed (``selected``). A NaN/inf value never becomes the best and
+    counts as an epoch without improvement. With no value to read (no validation
+    split) it warns once and never stops. Its state resumes with the run; the run ends
+    as "finished".
+    """
+
+    def __init__(
+        self, patience: int = 10, monitor: str | None = None, min_delta: float = 0.0
+    ) -> None:
+        if isinstance(patience, bool) or not isinstance(patience, int) or patience < 1:
+            raise ValueError(
+                f"EarlyStopping.patience={patience!r} is invalid: pass an integer >= 1"
+            )
+        if monitor is not None and monitor not in _MONITORS:
+            raise ValueError(
+                f"EarlyStopping.monitor={monitor!r} is invalid: use one of "
+                f"{', '.join(_MONITORS)}, or None for validation error/loss"
+            )
+        if isinstance(min_delta, bool) or not isinstance(min_delta, int | float) or min_delta < 0:
+            raise ValueError(
+                f"EarlyStopping.min_delta={min_delta!r} is invalid: pass a number >= 0"
+            )
+        self.patience, self.monitor, self.min_delta = patience, monitor, float(min_delta)
+        self._control: TrainingControl | None = None
+        self.reset()
+
+    def reset(self) -> None:
+        self.best: float | None = None
+        self.counter = 0
+        self.stopped_epoch: int | None = None
+        self.selected: str | None = self.monitor
+        self._warned = False
+
+    def on_attach(self, control: TrainingControl) -> None:
+        self._control = control
+
+    def on_detach(self) -> None:
+        self._control = None
+
+    def _value(self, event: EpochEnded) -> float | None:
+        """The value to compare this epoch; None when there is nothing to read."""
+        if self.selected is None:  # the default: choose among the validation values
+            if event.val is None:
+                return None
+            for name in ("error", "loss"):
+                value = event.val.get(name)
+                if value is not None and math.isfinite(value):
+                    self.selected = f"val_edp.{name}"
+                    return float(value)
+            present = [event.val.get(n) for n in ("error", "loss")]
+            present = [v for v in present if v is not None]
+            return float(present[0]) if present else None  # non-finite: counts, choice open
+        source, name = self.selected.split(".")
+        record = event.val if source == "val_edp" else event.train_last
+        value = None if record is None else record.get(name)
+        return None if value is None else float(value)
+
+    def on_epoch_ended(self, event: EpochEnded) -> None:
+        value = self._value(event)
+        if value is None:
+            if not self._warned:
+                warnings.warn(
+                    f"EarlyStopping(monitor={self.monitor or 'val_edp.error'!r}) has "
+                    "no value to read (no validation split?); it will never stop. "
+                    "Point monitor= at a train metric, e.g. 'train_edp.loss'",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
+                self._warned = True
+            return
+        if math.isfinite(value) and (self.best is None or value < self.best - self.min_delta):
+            self.best, self.counter = value, 0
+            return
+        self.counter += 1
+        if self.counter >= self.patience:
+            self.stopped_epoch = event.epoch
+            if self._control is not None:
+                self._control.finish_early(
+                    f"early stopping: no improvement of {self.selected or 'validation error'} "
+                    f"for {self.patience} epochs"
+                )
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "best": self.best,
+            "counter": self.counter,
+            "stopped_epoch": self.stopped_epoch,
+            "selected": self.selected,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.best, self.counter = state["best"], int(state["counter"])
+        self.stopped_epoch = state.get("stopped_epoch")
+        self.selected = state.get("selected", self.monitor)

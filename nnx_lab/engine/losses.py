@@ -1,0 +1,145 @@
+"""The loss a model trains on: a built-in ``Losses`` member, or the user's own.
+
+A built-in loss is a torch function with NNx's conventions: NLL applies log_softmax
+first (§2.10), regression and binary losses compare in at least float32 (under bf16
+autocast a target cast to the output's dtype would be rounded before the loss sees it),
+and classification honours ``ignore_index`` (-100, torch's default): those targets count
+neither in the loss nor in any metric. A custom loss module or callable receives the raw
+network output and the targets, ``loss(out, y)``, and returns the batch's mean (§2.10).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from .enums import Losses
+from .errors import ConfigError
+
+__all__ = ["IGNORE_INDEX", "LossFn", "custom_loss_identity"]
+
+IGNORE_INDEX = -100
+
+
+def _at_least_fp32(t: torch.Tensor) -> torch.Tensor:
+    return t.to(torch.promote_types(t.dtype, torch.float32)) if t.is_floating_point() else t.float()
+
+
+def _code_digest(obj: Any) -> str | None:
+    """SHA-256 of the source of ``obj``'s function or class, or of its bytecode."""
+    target = obj if inspect.isfunction(obj) or inspect.isclass(obj) else type(obj)
+    try:
+        text = inspect.getsource(target).encode()
+    except (OSError, TypeError):
+        code = getattr(target, "__code__", None)
+        if code is None:
+            return None
+        text = code.co_code + repr(code.co_consts).encode()
+    return hashlib.sha256(text).hexdigest()
+
+
+def custom_loss_identity(loss: Any) -> dict[str, Any]:
+    """What enters the run id for a custom loss: its type, its code, its settings.
+
+    A module's settings are its ``extra_repr()`` and the bytes of its buffers and
+    parameters (class weights); a plain function is named by its qualified name and
+    source. Two losses that differ in either get different run ids.
+    """
+    kind = type(loss)
+    ident: dict[str, Any] = {
+        "custom": f"{kind.__module__}.{kind.__qualname__}"
+        if not inspect.isfunction(loss)
+        else f"{loss.__module__}.{loss.__qualname__}",
+        "code": _code_digest(loss),
+    }
+    if isinstance(loss, torch.nn.Module):
+        h = hashlib.sha256(loss.extra_repr().encode())
+        for name, t in [*loss.named_parameters(), *loss.named_buffers()]:
+            h.update(name.encode())
+            h.update(t.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy())
+        for key in ("ignore_index", "reduction", "label_smoothing", "pos_weight"):
+            if hasattr(loss, key) and not isinstance(getattr(loss, key), torch.Tensor):
+                h.update(f"{key}={getattr(loss, key)!r}".encode())
+        ident["settings"] = h.hexdigest()
+    return ident
+
+
+class LossFn:
+    """A resolved loss: ``loss(out, y)`` is the batch mean, ``total(out, y)`` its sum.
+
+    ``per`` says what the mean is over, which is also the weight a batch gets in an
+    epoch's average: ``"target"`` (class targets that are not ``ignore_index``),
+    ``"element"`` (every output element: regression, binary) or ``"row"`` (a custom
+    loss, which only reports its mean).
+    """
+
+    def __init__(self, loss: Losses | torch.nn.Module | Callable[..., Any]) -> None:
+        if isinstance(loss, Losses):
+            self.kind: Losses | None = loss
+            self.custom: Any = None
+            self.ignore_index: int | None = IGNORE_INDEX if loss.is_classification else None
+            self.per = "target" if loss.is_classification else "element"
+            self._fn = _builtin(loss)
+        elif callable(loss):
+            self.kind = None
+            self.custom = loss
+            ii = getattr(loss, "ignore_index", None)
+            self.ignore_index = ii if isinstance(ii, int) and not isinstance(ii, bool) else None
+            self.per = "row"
+            self._fn = None
+        else:
+            raise ConfigError(
+                "NNModelParams.loss",
+                loss,
+                "pass a Losses member, an nn.Module loss (e.g. nn.CrossEntropyLoss()) or a "
+                "callable loss(out, y) returning the batch's mean",
+            )
+
+    @property
+    def name(self) -> str:
+        if self.kind is not None:
+            return self.kind.value
+        return getattr(self.custom, "__qualname__", type(self.custom).__qualname__)
+
+    def identity(self) -> Any:
+        """The run-id form: the enum's value, or the custom loss's fingerprint."""
+        return self.kind.value if self.kind is not None else custom_loss_identity(self.custom)
+
+    def __call__(self, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        if self._fn is not None:
+            return self._fn(out, y, "mean")
+        loss = self.custom(out, y)
+        if not isinstance(loss, torch.Tensor) or loss.ndim != 0:
+            raise TypeError(
+                f"the custom loss {self.name} returned {type(loss).__name__}"
+                + (f" of shape {tuple(loss.shape)}" if isinstance(loss, torch.Tensor) else "")
+                + "; it must return the batch's mean as a scalar tensor"
+            )
+        return loss
+
+    def total(self, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """The batch's summed loss (a custom loss: its mean times the rows)."""
+        if self._fn is not None:
+            return self._fn(out, y, "sum")
+        return self(out, y) * y.shape[0]
+
+
+def _builtin(loss: Losses) -> Callable[[torch.Tensor, torch.Tensor, str], torch.Tensor]:
+    if loss is Losses.CROSS_ENTROPY:
+        return lambda out, y, red: F.cross_entropy(out, y, ignore_index=IGNORE_INDEX, reduction=red)
+    if loss is Losses.NEGATIVE_LOG_LIKELIHOOD:
+        return lambda out, y, red: F.nll_loss(
+            F.log_softmax(out, dim=-1), y, ignore_index=IGNORE_INDEX, reduction=red
+        )
+    if loss is Losses.MEAN_SQUARED_ERROR:
+        return lambda out, y, red: F.mse_loss(
+            _at_least_fp32(out), _at_least_fp32(y.reshape(out.shape)), reduction=red
+        )
+    return lambda out, y, red: F.binary_cross_entropy_with_logits(
+        _at_least_fp32(out), _at_least_fp32(y.reshape(out.shape)), reduction=red
+    )

@@ -1,0 +1,48 @@
+"""The optimizer and plateau scheduler a run builds from its parameters."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from .enums import Optims
+
+__all__ = ["build_optimizer", "build_scheduler", "optimizer_topology", "trainable_groups"]
+
+
+def trainable_groups(net: torch.nn.Module) -> list[list[torch.nn.Parameter]]:
+    """The optimizer's parameter groups: one group of the trainable parameters."""
+    return [[p for p in net.parameters() if p.requires_grad]]
+
+
+def optimizer_topology(groups: list[list[torch.Tensor]]) -> list[list[list[int]]]:
+    """Per group, the shapes of its parameters: what a resumed optimizer must match."""
+    return [[list(p.shape) for p in group] for group in groups]
+
+
+def build_optimizer(groups: list[list[torch.nn.Parameter]], optim: Any) -> torch.optim.Optimizer:
+    params = [{"params": g} for g in groups]
+    kw: dict[str, Any] = {"lr": optim.max_lr, "weight_decay": optim.weight_decay}
+    if optim.name is Optims.ADAM:
+        return torch.optim.Adam(params, betas=optim.momentum, **kw)
+    if optim.name is Optims.ADAMW:
+        return torch.optim.AdamW(params, betas=optim.momentum, **kw)
+    if optim.name is Optims.SGD:
+        return torch.optim.SGD(params, momentum=optim.momentum, **kw)
+    return torch.optim.RMSprop(params, momentum=optim.momentum, **kw)
+
+
+def build_scheduler(optimizer: torch.optim.Optimizer, sched: Any) -> Any:
+    if sched is None:
+        return None
+    return torch.optim.lr_scheduler.ReduceLROnPlateau(
+        optimizer,
+        mode="min",
+        factor=sched.factor,
+        patience=sched.patience,
+        threshold=sched.threshold,
+        threshold_mode="rel",
+        cooldown=sched.cooldown,
+        min_lr=sched.min_lr,
+    )

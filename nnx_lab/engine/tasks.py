@@ -1,0 +1,88 @@
+"""How a model's outputs are decoded and scored: the task.
+
+Classification decodes the argmax and scores a confusion matrix whose targets equal to
+``ignore_index`` are left out; binary (BCE) outputs decode to 0/1 at logit >= 0 and
+score every element; regression decodes the values themselves and has no confusion
+metrics. The default task follows the loss, as NNx's legacy classification behaviour
+does; a custom loss gets a classification task for integer targets and a regression
+task for floating ones.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from .enums import Losses
+from .losses import LossFn
+
+__all__ = ["Task", "task_for"]
+
+
+@dataclass(frozen=True)
+class Task:
+    kind: str  # "categorical" | "binary" | "regression"
+    n_outputs: int
+    ignore_index: int | None = None
+
+    @property
+    def k(self) -> int | None:
+        """Classes of the confusion matrix (None: no confusion metrics)."""
+        if self.kind == "categorical":
+            return self.n_outputs
+        if self.kind == "binary":
+            return 2
+        return None
+
+    def decode(self, out: torch.Tensor) -> torch.Tensor:
+        """Class indices, 0/1 indicators (logit >= 0), or the values."""
+        if self.kind == "categorical":
+            return out.argmax(dim=-1)
+        if self.kind == "binary":
+            return (out >= 0).long()
+        return out.squeeze(-1) if out.ndim > 1 and out.shape[-1] == 1 else out
+
+    def truth(self, y: torch.Tensor, pred: torch.Tensor) -> torch.Tensor:
+        """Targets as confusion rows; an ignored target becomes row ``k`` (dropped later)."""
+        k = self.k
+        if self.kind == "binary":
+            return y.reshape(pred.shape).long()
+        y = y.long()
+        if self.ignore_index is not None:
+            y = torch.where(y == self.ignore_index, torch.full_like(y, k), y)  # type: ignore[arg-type]
+        return y
+
+    def confusion(self, pred: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """A ``(k + 1) x k`` count matrix on the device; its last row counts ignored targets."""
+        k = self.k
+        assert k is not None
+        idx = self.truth(y, pred).reshape(-1) * k + pred.reshape(-1)
+        return torch.bincount(idx, minlength=(k + 1) * k).view(k + 1, k)
+
+    def confusion_host(
+        self, steps: np.ndarray, truth: np.ndarray, pred: np.ndarray, n_steps: int
+    ) -> np.ndarray:
+        """Per-step ``k x k`` matrices from host arrays (ignored targets dropped)."""
+        k = self.k
+        assert k is not None
+        if self.ignore_index is not None and self.kind == "categorical":
+            keep = truth != self.ignore_index
+            if not keep.all():
+                steps, truth, pred = steps[keep], truth[keep], pred[keep]
+        flat = (steps * k + truth) * k + pred
+        return np.bincount(flat, minlength=n_steps * k * k).reshape(n_steps, k, k)
+
+
+def task_for(loss: LossFn, output_dim: int, y_sample: torch.Tensor | None = None) -> Task:
+    """The task a model scores by default (NNx's legacy behaviour)."""
+    if loss.kind is not None:
+        if loss.kind.is_classification:
+            return Task("categorical", output_dim, loss.ignore_index)
+        if loss.kind is Losses.BINARY_CROSS_ENTROPY:
+            return Task("binary", output_dim)
+        return Task("regression", output_dim)
+    if y_sample is not None and y_sample.is_floating_point():
+        return Task("regression", output_dim)
+    return Task("categorical", output_dim, loss.ignore_index)
