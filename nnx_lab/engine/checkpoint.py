@@ -27,6 +27,7 @@ from ..runs import FORMAT_VERSION, canonical_json, resolve_runs_root, run_dir
 from ._codec import join_state, split_state
 from ._io import atomic_write_bytes, file_lock, read_json
 from .enums import Checkpoints, coerce_enum
+from .params import NNModelParams, NNParams
 from .runs import NNRun
 from .safetensors_io import encode as st_save
 from .training_state import TrainingState
@@ -234,8 +235,6 @@ class NNCheckpoint:
                 "loaded. Resume from the other checkpoint type, or retrain"
             )
         tensors = st_load(payload)
-        from .params import NNModelParams, NNParams
-
         return cls(
             run_id=run_id,
             type=type_,

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from torch.utils.data import DataLoader, Subset, TensorDataset
 
 from .errors import DataError
 from .params import NNParams
@@ -143,8 +144,6 @@ def tensor_digest(h: Any, tensor: torch.Tensor) -> None:
 
 def _dataset_identity(dataset: Any) -> tuple[dict[str, Any], bool]:
     """(identity, exact): exact when the content itself was hashed."""
-    from torch.utils.data import Subset, TensorDataset
-
     if isinstance(dataset, TensorDataset):
         h = _new_digest()
         for t in dataset.tensors:
@@ -164,8 +163,6 @@ def _dataset_identity(dataset: Any) -> tuple[dict[str, Any], bool]:
 
 
 def _loader_identity(loader: Any) -> tuple[dict[str, Any], bool]:
-    from torch.utils.data import DataLoader
-
     if isinstance(loader, DataLoader):
         ds, exact = _dataset_identity(loader.dataset)
         return {

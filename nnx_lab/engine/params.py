@@ -17,6 +17,7 @@ from typing import Any
 
 from .enums import Activations, Devices, Losses, Nets, Optims, coerce_enum
 from .errors import ConfigError
+from .precision import PrecisionPolicy, normalize_policy
 
 __all__ = [
     "CustomLossRef",
@@ -174,13 +175,7 @@ class NNModelParams(_Params):
             raise ConfigError(
                 "NNModelParams.mixed_precision", self.mixed_precision, "pass True or False"
             )
-        from .precision import normalize_policy
-
         _set(self, "precision", normalize_policy(self.precision, self.mixed_precision))
-
-    @property
-    def custom_loss(self) -> bool:
-        return not isinstance(self.loss, Losses)
 
     def to_json(self) -> dict[str, Any]:
         data = super().to_json()
@@ -188,15 +183,13 @@ class NNModelParams(_Params):
         if isinstance(self.loss, CustomLossRef):
             data["loss"] = self.loss.identity
         elif not isinstance(self.loss, Losses):
-            from .losses import custom_loss_identity
+            from .losses import custom_loss_identity  # torch: params stay importable without it
 
             data["loss"] = custom_loss_identity(self.loss)
         return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> NNModelParams:
-        from .precision import PrecisionPolicy
-
         data = dict(data)
         if data.get("precision") is not None:
             data["precision"] = PrecisionPolicy.from_json(data["precision"])

@@ -17,8 +17,11 @@ from typing import TYPE_CHECKING, Any
 from torch.utils.data import DataLoader
 
 from ..runs import read_jsonl, run_dir
-from .checkpoint import NNCheckpoint
+from .checkpoint import NNCheckpoint, write_checkpoint
+from .enums import Checkpoints
 from .errors import ConfigError, ResumeError, TrainingStateError
+from .events import event_from_json
+from .handlers.jsonl_log import JsonlLogger
 from .optim import optimizer_topology, trainable_groups
 from .precision import ResolvedPrecision
 from .training_state import TrainingState, restore_objects
@@ -35,6 +38,16 @@ __all__ = ["ResumeError", "ResumePlan", "plan_resume"]
 # restores them); a different value in NNOptimParams would be silently ignored, so it is
 # refused. grad_clip_norm is applied by the loop from the new params and may change.
 _OPTIM_STATE_FIELDS = ("name", "max_lr", "momentum", "weight_decay")
+
+# What a carried-over BEST keeps of its sidecar (the run id becomes the child's).
+_CARRIED_META = (
+    "epoch",
+    "step",
+    "epoch_complete",
+    "signal_unavailable",
+    "net_params",
+    "model_params",
+)
 
 
 @dataclass
@@ -59,6 +72,8 @@ class ResumePlan:
         if self.state is not None:
             restored += loop.load_state(self.state)
             restored += restore_objects(objects, self.state.callbacks)
+            if self.state.has_best and self._carry_best(run):
+                restored.append("best checkpoint")
         else:
             # A warm start: fresh optimizer, scheduler, callbacks and components; the
             # epoch and step counters continue the source's history.
@@ -77,14 +92,28 @@ class ResumePlan:
         run.metadata["resume_status"] = run.resume_status
         self._inherit_history(run)
 
+    def _carry_best(self, run: NNRun) -> bool:
+        """The parent's BEST becomes the child's until the child beats it, so BEST of a
+        resumed run is the best of its whole history, as in the uninterrupted run."""
+        try:
+            best = NNCheckpoint.load(self.source_id, Checkpoints.BEST, self.source_dir.parent)
+        except FileNotFoundError:
+            return False
+        meta = {k: v for k, v in best.sidecar.items() if k in _CARRIED_META}
+        write_checkpoint(
+            run.run_dir,
+            ["best"],
+            model_state=best.model_state,
+            training_state=best.training_state_tree(),
+            meta={**meta, "run_id": run.id},
+        )
+        return True
+
     def _inherit_history(self, run: NNRun) -> None:
         """The child's log starts with the parent's history up to the checkpoint."""
         src = self.source_dir / "metrics.jsonl"
         if not src.is_file():
             return
-        from .events import event_from_json
-        from .handlers.jsonl_log import JsonlLogger
-
         upto = int(self.checkpoint.step)
         events = [
             event_from_json(obj)

@@ -30,6 +30,7 @@ from ._io import atomic_write_yaml, read_yaml
 from .enums import RunStatus
 from .events import EpochEnded, Event, RunFinished, StepMetrics, StepRecord, event_from_json
 from .metrics import EDP
+from .params import NNModelParams, NNParams
 from .precision import ResolvedPrecision
 
 __all__ = ["FORMAT_VERSION", "IDP", "NNRun", "read_events", "run_id_for"]
@@ -67,6 +68,7 @@ _PLATFORM: dict[str, str] = {}
 
 
 def environment_metadata(device: str, seed: int) -> dict[str, Any]:
+    # Imported here: NNRun.load and this module's readers need no torch.
     import numpy
     import safetensors
     import torch
@@ -142,18 +144,11 @@ class NNRun:
 
     @property
     def net_params(self) -> Any:
-        from .params import NNParams
-
         return NNParams.from_json(self.config["net"])
 
     @property
     def model_params(self) -> Any:
-        from .params import NNModelParams
-
         return NNModelParams.from_json(self.config["model"])
-
-    def checkpoint_dir(self) -> Path:
-        return self.run_dir / "checkpoints"
 
     def __repr__(self) -> str:
         return (

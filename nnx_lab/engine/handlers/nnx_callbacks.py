@@ -22,6 +22,7 @@ from ..events import (
     RunStarted,
     TrainingControl,
 )
+from ..metrics import EDP
 from ..sinks import LIFECYCLE, NNX_HOOKS, check_callback
 
 __all__ = ["TrainingContext", "adapt_callbacks"]
@@ -85,8 +86,6 @@ class _NNxHooks:
         self._call("on_epoch_begin")
 
     def on_epoch_ended(self, event: EpochEnded) -> None:
-        from ..metrics import EDP
-
         ctx = self.ctx
         ctx.epoch, ctx.step = event.epoch, event.step
         ctx.val_edp = EDP.from_json(event.val)

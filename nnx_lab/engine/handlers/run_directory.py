@@ -7,6 +7,7 @@ from typing import Any
 
 from ..enums import RunStatus
 from ..events import RunFinished
+from ..runs import write_metadata
 
 __all__ = ["RunRecorder"]
 
@@ -19,8 +20,6 @@ class RunRecorder:
         self.run = run
 
     def on_run_finished(self, event: RunFinished) -> None:
-        from ..runs import write_metadata
-
         run = self.run
         run.status = RunStatus(event.status)
         run.error = event.error
