@@ -129,19 +129,24 @@ def run_case(case: str, reps: int) -> float:
         for _ in range(reps):
             raw.append(raw_loop(case, loader))
             ours.append(nnx_loop(case, loader, root))
-    # Each pair ran back to back, so its ratio cancels slow drifts of the machine's speed.
+    # Each pair ran back to back, so its ratio cancels slow drifts of the machine's speed;
+    # best-of-N compares each side's fastest repetition (the least disturbed one).
     train = statistics.median(o[0] / r for r, o in zip(raw, ours, strict=True))
     call = statistics.median(o[1] / r for r, o in zip(raw, ours, strict=True))
+    best_train = max(o[0] for o in ours) / max(raw)
+    best_call = max(o[1] for o in ours) / max(raw)
     target = CASES[case][-1]
     med = statistics.median
     print(
         f"{case:>5}: raw {med(raw):8.0f} samples/s | nnx_lab train {med(o[0] for o in ours):8.0f}"
-        f" samples/s | ratio {train:.3f} (median of {reps} pairs; target >= {target}) "
+        f" samples/s | training-phase ratio {train:.3f} median of {reps} pairs, "
+        f"{best_train:.3f} best of {reps} (target >= {target}) "
         f"{'OK' if train >= target else 'BELOW'}"
     )
     print(
-        f"       whole train() call: {med(o[1] for o in ours):8.0f} samples/s, ratio {call:.3f}; "
-        f"setup {med(o[2] for o in ours):.1f} ms, finish {med(o[3] for o in ours):.1f} ms"
+        f"       whole train() call: {med(o[1] for o in ours):8.0f} samples/s, ratio {call:.3f} "
+        f"median of pairs, {best_call:.3f} best of {reps}; setup "
+        f"{med(o[2] for o in ours):.1f} ms, finish {med(o[3] for o in ours):.1f} ms"
     )
     return train
 

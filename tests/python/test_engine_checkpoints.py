@@ -80,13 +80,34 @@ def test_the_run_directory_holds_no_pickle(trained):
     assert files
     for p in files:
         assert p.suffix in allowed, p
-        head = p.read_bytes()[:2]
+        head = p.read_bytes()[:4]
         assert head[:1] != b"\x80", f"{p} starts like a pickle"
+        assert head != b"PK\x03\x04", f"{p} is a zip archive, as torch.save writes"
     for p in (root / run.id / "checkpoints").glob("*.safetensors"):
         from safetensors import safe_open
 
         with safe_open(str(p), framework="pt") as fh:  # parses as safetensors
             assert any(k.startswith("model.") for k in fh.keys())  # noqa: SIM118
+
+
+def test_no_code_path_pickles_or_unpickles():
+    """No pickle, torch.save or unrestricted torch.load anywhere in the package."""
+    import re
+    from pathlib import Path
+
+    import nnx_lab
+
+    banned = re.compile(
+        r"^\s*(import pickle|from pickle|import dill|import cloudpickle)|pickle\.(load|dump)"
+        r"|torch\.save\(|np\.load\(.*allow_pickle=True"
+    )
+    sources = list(Path(nnx_lab.__file__).parent.rglob("*.py"))
+    assert len(sources) > 20
+    for path in sources:
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            assert not banned.search(line), f"{path}:{n}: {line.strip()}"
+            if "torch.load(" in line:
+                assert "weights_only=True" in line, f"{path}:{n}: {line.strip()}"
 
 
 def test_load_with_training_state_of_a_missing_run_creates_nothing(tmp_path):

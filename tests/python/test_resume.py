@@ -650,7 +650,9 @@ def test_the_sidecar_is_data_only(tmp_path):
     folder = first.run_dir / "checkpoints"
     for f in folder.iterdir():
         assert f.suffix in (".json", ".safetensors"), f.name
-        assert b"\x80\x04" not in f.read_bytes()[:2]  # no pickle protocol header
+        head = f.read_bytes()[:4]
+        assert head[:1] != b"\x80"  # no pickle protocol header
+        assert head != b"PK\x03\x04"  # nor torch.save's zip
     sidecar = json.loads((folder / "last.json").read_text())
     state = sidecar["training_state"]
     assert state["rng"]["torch_cpu"] == {"__tensor__": "state.rng.torch_cpu"}
