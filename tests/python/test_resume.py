@@ -683,14 +683,6 @@ def test_a_sampler_with_its_own_generator_continues(tmp_path):
         assert torch.equal(a, b)
 
 
-def test_a_loader_with_workers_warns_that_continuation_may_not_be_exact():
-    from nnx_lab.engine.resume import _warn_workers
-
-    X, y, _, _ = _data()
-    with pytest.warns(RuntimeWarning, match="num_workers=2"):
-        _warn_workers(DataLoader(TensorDataset(X, y), num_workers=2))
-
-
 def test_a_list_of_batches_resumes_exactly(tmp_path):
     X, y, _, _ = _data()
     batches = [(X[i : i + 16], y[i : i + 16]) for i in range(0, 96, 16)]
