@@ -13,6 +13,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import shutil
 import uuid
 from collections.abc import Sequence
@@ -23,7 +24,14 @@ from typing import Any
 import torch
 from safetensors.torch import load as st_load
 
-from ..runs import FORMAT_VERSION, canonical_json, resolve_runs_root, run_dir
+from ..runs import (
+    FORMAT_VERSION,
+    canonical_json,
+    read_record,
+    resolve_runs_root,
+    run_dir,
+    run_id_for,
+)
 from ._codec import join_state, split_state
 from ._io import atomic_write_bytes, file_lock, read_json
 from .enums import Checkpoints, coerce_enum
@@ -38,7 +46,25 @@ _MODEL = "model."
 
 
 class CheckpointCorruptError(RuntimeError):
-    """A checkpoint file does not match the checksum its sidecar recorded."""
+    """A checkpoint does not check out: a checksum, its type or its run does not match."""
+
+
+# What a sidecar may name: a plain file of this folder, as the writer names them. Any
+# other name (a path, "..", another file) is refused on read and never deleted.
+_TENSORS_FILE = re.compile(r"(last|best)-[0-9]{8,}-[0-9a-f]{8}\.safetensors")
+
+
+def _checkpoint_folder(run_dir: Path) -> Path:
+    """``run_dir/checkpoints``, refused when it is a link leading out of the run."""
+    folder = run_dir / "checkpoints"
+    if folder.is_symlink() or (
+        folder.exists() and folder.resolve() != run_dir.resolve() / "checkpoints"
+    ):
+        raise CheckpointCorruptError(
+            f"{folder} is a link; checkpoints are only read and written inside the run's own "
+            "folder. Replace the link with a folder"
+        )
+    return folder
 
 
 def _run_dir(run: Any, runs_root: Any) -> tuple[str, Path]:
@@ -70,7 +96,7 @@ def write_checkpoint(
         state_json = split_state(training_state, "state", tensors)
     payload = st_save(tensors)
     digest = hashlib.sha256(payload).hexdigest()
-    folder = run_dir / "checkpoints"
+    folder = _checkpoint_folder(run_dir)
     tag = f"{meta.get('step', 0):08d}-{uuid.uuid4().hex[:8]}"
     sidecars = []
     with file_lock(run_dir / ".lock"):
@@ -117,26 +143,72 @@ def _sidecar_bytes(sidecar: dict[str, Any]) -> bytes:
     return (json.dumps(sidecar, separators=(",", ":"), allow_nan=True) + "\n").encode()
 
 
-def _read_sidecar(path: Path) -> dict[str, Any]:
-    """Parse and verify a sidecar; a torn or edited one raises CheckpointCorruptError."""
+def _read_sidecar(path: Path, type_: str, run_id: str) -> dict[str, Any]:
+    """Parse and verify the ``type_`` sidecar of run ``run_id``.
+
+    A torn or edited sidecar, one without its own checksum, one of another type (BEST
+    copied over LAST) or of another run (copied in from elsewhere), and one that names
+    anything but a plain tensors file of its folder raise CheckpointCorruptError.
+    """
+    fix = "the checkpoint was not loaded. Resume from the other checkpoint type, or retrain"
     try:
-        sidecar = read_json(path)
-    except ValueError as exc:
-        raise CheckpointCorruptError(
-            f"{path} is corrupted or truncated ({exc}); the checkpoint was not loaded. "
-            "Resume from the other checkpoint type, or retrain"
-        ) from None
-    recorded = sidecar.get("sidecar_sha256") if isinstance(sidecar, dict) else None
+        sidecar = json.loads(path.read_bytes().decode("utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise CheckpointCorruptError(f"{path} is corrupted or truncated ({exc}); {fix}") from None
     if not isinstance(sidecar, dict) or "tensors_file" not in sidecar or "sha256" not in sidecar:
         raise CheckpointCorruptError(
-            f"{path} is not a checkpoint sidecar (no tensors_file/sha256); it was not loaded"
+            f"{path} is not a checkpoint sidecar (no tensors_file/sha256); {fix}"
         )
-    if recorded is not None and recorded != _sidecar_digest(sidecar):
+    recorded = sidecar.get("sidecar_sha256")
+    if recorded is None:
         raise CheckpointCorruptError(
-            f"{path} is corrupted: its content does not match the SHA-256 it recorded; the "
-            "checkpoint was not loaded. Resume from the other checkpoint type, or retrain"
+            f"{path} carries no checksum of its own (sidecar_sha256); {fix}"
+        )
+    if recorded != _sidecar_digest(sidecar):
+        raise CheckpointCorruptError(
+            f"{path} is corrupted: its content does not match the SHA-256 it recorded; {fix}"
+        )
+    if sidecar.get("type") != type_:
+        raise CheckpointCorruptError(
+            f"{path} is a {str(sidecar.get('type')).upper()} checkpoint, not {type_.upper()} "
+            f"(was it copied over?); {fix}"
+        )
+    if sidecar.get("run_id") != run_id:
+        raise CheckpointCorruptError(
+            f"{path} belongs to run {sidecar.get('run_id')!r}, not {run_id} (was it copied in "
+            f"from another run?); {fix}"
+        )
+    name = sidecar["tensors_file"]
+    if not isinstance(name, str) or _TENSORS_FILE.fullmatch(name) is None:
+        raise CheckpointCorruptError(
+            f"{path} names {name!r} as its tensors file; a sidecar may only name a tensors "
+            f"file of its own folder; {fix}"
         )
     return sidecar
+
+
+def _check_recipe(run_dir: Path, run_id: str, sidecar: dict[str, Any], path: Path) -> None:
+    """The network a sidecar would build must be the one its run recorded.
+
+    ``run.yaml`` must hash to the run's id (so it was not edited), and the sidecar's
+    ``NNParams`` / ``NNModelParams`` must equal it: a sidecar edited to build another
+    network (a changed activation) is refused even with its checksums recomputed.
+    """
+    config_path = run_dir / "run.yaml"
+    if not config_path.is_file():
+        return  # a bare checkpoint folder (tests, tools); nothing to compare with
+    config = read_record(config_path)
+    if run_id_for(config) != run_id:
+        raise CheckpointCorruptError(
+            f"{config_path} does not hash to the run id {run_id} (it was edited); the "
+            "checkpoint was not loaded. Restore the file, or retrain"
+        )
+    for key, name in (("net_params", "net"), ("model_params", "model")):
+        if sidecar.get(key) != config.get(name):
+            raise CheckpointCorruptError(
+                f"{path} builds {key}={sidecar.get(key)!r}, but run {run_id} recorded "
+                f"{config.get(name)!r} in run.yaml; the checkpoint was not loaded"
+            )
 
 
 def _remove_orphans(folder: Path) -> None:
@@ -150,10 +222,10 @@ def _remove_orphans(folder: Path) -> None:
         if name is not None:
             referenced.add(name)
     for path in folder.iterdir():
-        orphan = path.suffix == ".safetensors" and path.name not in referenced
+        orphan = _TENSORS_FILE.fullmatch(path.name) is not None and path.name not in referenced
         if orphan or (path.name.startswith(".") and path.name.endswith(".tmp")):
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(path)
+            with contextlib.suppress(FileNotFoundError, IsADirectoryError, PermissionError):
+                os.unlink(path)  # a link is removed itself, never what it points to
 
 
 def _link_or_copy(src: Path, dst: Path) -> None:
@@ -168,10 +240,12 @@ def _link_or_copy(src: Path, dst: Path) -> None:
 
 
 def _referenced_file(sidecar: Path) -> str | None:
+    """The plain tensors-file name a sidecar holds; anything else counts as none."""
     try:
-        return read_json(sidecar).get("tensors_file")
-    except (FileNotFoundError, ValueError):
+        name = read_json(sidecar).get("tensors_file")
+    except (OSError, ValueError, AttributeError):
         return None
+    return name if isinstance(name, str) and _TENSORS_FILE.fullmatch(name) else None
 
 
 @dataclass
@@ -211,14 +285,15 @@ class NNCheckpoint:
         """Load LAST or BEST of a run (an NNRun or an id); verifies the checksum first."""
         type_ = coerce_enum(Checkpoints, type, "type")
         run_id, run_dir = _run_dir(run, runs_root)
-        sidecar_path = run_dir / "checkpoints" / f"{type_.value}.json"
+        sidecar_path = _checkpoint_folder(run_dir) / f"{type_.value}.json"
         if not sidecar_path.is_file():
             raise FileNotFoundError(
                 f"run {run_id} has no {type_.name} checkpoint (looked for {sidecar_path}); "
                 "check the run id and runs_root, or train the run first"
             )
         with file_lock(run_dir / ".lock"):
-            sidecar = _read_sidecar(sidecar_path)
+            sidecar = _read_sidecar(sidecar_path, type_.value, run_id)
+            _check_recipe(run_dir, run_id, sidecar, sidecar_path)
             tensors_path = sidecar_path.parent / sidecar["tensors_file"]
             try:
                 payload = tensors_path.read_bytes()

@@ -21,10 +21,19 @@ from .params import NNParams
 from .tasks import Task
 from .training_state import preserved_rng
 
-__all__ = ["check_loader", "data_identity", "iter_inputs", "tensor_digest"]
+__all__ = [
+    "batch_problem",
+    "check_batch",
+    "check_loader",
+    "data_identity",
+    "first_batch",
+    "first_targets",
+    "iter_inputs",
+    "tensor_digest",
+]
 
 
-def first_batch(loader: Any, field: str) -> tuple[torch.Tensor, torch.Tensor]:
+def _check_source(loader: Any, field: str) -> None:
     if loader is None:
         raise DataError(field, "is None", "pass a DataLoader (or a list) of (X, y) batches")
     if not isinstance(loader, Iterable) or isinstance(loader, str | bytes | torch.Tensor):
@@ -33,10 +42,23 @@ def first_batch(loader: Any, field: str) -> tuple[torch.Tensor, torch.Tensor]:
             f"a {type(loader).__name__} is not a batch source",
             "pass a DataLoader (or a list) of (X, y) batches",
         )
+    if isinstance(loader, Iterator):
+        # A one-shot iterator: the check would consume its first batch, and the second
+        # epoch would find it empty.
+        raise DataError(
+            field,
+            f"a {type(loader).__name__} is a one-shot iterator, not a re-iterable batch source",
+            "pass a DataLoader or a list of batches (list(generator) if it fits in memory)",
+        )
+
+
+def first_batch(loader: Any, field: str) -> Any:
+    """The loader's first batch, taken under a saved-and-restored RNG."""
+    _check_source(loader, field)
     with preserved_rng([loader]):
         iterator = iter(loader)
         try:
-            batch = next(iterator)
+            return next(iterator)
         except StopIteration:
             raise DataError(
                 field,
@@ -45,18 +67,10 @@ def first_batch(loader: Any, field: str) -> tuple[torch.Tensor, torch.Tensor]:
             ) from None
         finally:
             del iterator  # shuts down worker processes of a DataLoader early
-    if not isinstance(batch, tuple | list) or len(batch) != 2:
-        raise DataError(
-            field,
-            f"yields {_describe(batch)}, not an (X, y) pair",
-            "make the loader yield (features, targets) pairs, e.g. DataLoader(TensorDataset(X, y))",
-        )
-    X, y = batch
-    if not isinstance(X, torch.Tensor) or not isinstance(y, torch.Tensor):
-        raise DataError(
-            field, f"yields ({_describe(X)}, {_describe(y)})", "both X and y must be torch tensors"
-        )
-    return X, y
+
+
+def first_targets(loader: Any, field: str) -> torch.Tensor:
+    return _pair(first_batch(loader, field), field, "the first batch")[1]
 
 
 def _describe(value: Any) -> str:
@@ -67,66 +81,115 @@ def _describe(value: Any) -> str:
     return f"a {type(value).__name__}"
 
 
-def check_loader(loader: Any, field: str, net: NNParams, task: Task) -> torch.Tensor:
-    """Refuse a loader whose first batch cannot train this model; returns its targets."""
-    X, y = first_batch(loader, field)
-    if X.ndim < 2 or X.shape[-1] != net.input_dim:
+def _pair(batch: Any, field: str, where: str) -> tuple[torch.Tensor, torch.Tensor]:
+    if not isinstance(batch, tuple | list) or len(batch) != 2:
         raise DataError(
             field,
-            f"the first batch's features have shape {tuple(X.shape)} but "
-            f"NNParams.input_dim is {net.input_dim}",
-            f"make X's last dimension {net.input_dim}, or set "
+            f"{where} is {_describe(batch)}, not an (X, y) pair",
+            "make the loader yield (features, targets) pairs, e.g. DataLoader(TensorDataset(X, y))",
+        )
+    X, y = batch
+    if not isinstance(X, torch.Tensor) or not isinstance(y, torch.Tensor):
+        raise DataError(
+            field, f"{where} is ({_describe(X)}, {_describe(y)})", "both X and y must be tensors"
+        )
+    return X, y
+
+
+def check_batch(batch: Any, field: str, net: NNParams, task: Task, where: str) -> None:
+    """Refuse a batch this model cannot train on, saying which and why."""
+    X, y = _pair(batch, field, where)
+    if X.ndim != 2 or X.shape[-1] != net.input_dim:
+        raise DataError(
+            field,
+            f"{where}'s features have shape {tuple(X.shape)} but the network takes "
+            f"(rows, {net.input_dim}) (NNParams.input_dim={net.input_dim})",
+            f"yield 2-D features with {net.input_dim} columns, or set "
             f"NNParams(input_dim={X.shape[-1] if X.ndim else '?'})",
         )
-    if not X.is_floating_point():
+    if X.dtype != torch.float32:
         raise DataError(
             field,
-            f"the features have dtype {X.dtype}",
-            "pass floating-point features, e.g. X.float()",
+            f"{where}'s features have dtype {X.dtype}, the network's weights float32",
+            "pass float32 features, e.g. X.float() (precision policies are set on "
+            "NNModelParams(precision=...), not by the data's dtype)",
         )
     finite = torch.isfinite(X)
     if not bool(finite.all()):
         bad = int((~finite).sum())
         raise DataError(
             field,
-            f"the first batch's features hold {bad} NaN/inf values",
+            f"{where}'s features hold {bad} NaN/inf values",
             "clean or impute the features before training",
         )
-    if X.shape[0] != y.shape[0]:
+    rows = X.shape[0]
+    if y.ndim == 0 or y.shape[0] != rows:
         raise DataError(
             field,
-            f"X has {X.shape[0]} rows but y has {y.shape[0]}",
+            f"{where} has {rows} feature rows but targets of shape {tuple(y.shape)}",
             "yield X and y with the same number of rows",
         )
     if task.kind == "categorical":
-        if y.is_floating_point() or y.dtype == torch.bool:
-            raise DataError(
-                field,
-                f"class targets have dtype {y.dtype}",
-                "pass integer class indices (torch.long), e.g. y.long()",
-            )
-        scored = y if task.ignore_index is None else y[y != task.ignore_index]
-        if scored.numel():
-            lo, hi = int(scored.min()), int(scored.max())
-            if lo < 0 or hi >= net.output_dim:
-                ignored = (
-                    ""
-                    if task.ignore_index is None
-                    else f" (targets equal to ignore_index={task.ignore_index} are skipped)"
-                )
-                raise DataError(
-                    field,
-                    f"class targets span [{lo}, {hi}] but NNParams.output_dim is "
-                    f"{net.output_dim}{ignored}",
-                    f"use targets in [0, {net.output_dim}) or set NNParams(output_dim={hi + 1})",
-                )
+        _check_classes(y, field, net, task, where)
     elif y.is_floating_point() and not bool(torch.isfinite(y).all()):
         raise DataError(
-            field,
-            "the first batch's targets hold NaN/inf values",
-            "clean the targets before training",
+            field, f"{where}'s targets hold NaN/inf values", "clean the targets before training"
         )
-    return y
+    if task.kind in ("binary", "regression") and task.shaped and y.numel() != rows * net.output_dim:
+        raise DataError(
+            field,
+            f"{where}'s targets have shape {tuple(y.shape)}, the outputs "
+            f"({rows}, {net.output_dim})",
+            f"yield one target per output: shape ({rows}, {net.output_dim})"
+            + (f" or ({rows},)" if net.output_dim == 1 else ""),
+        )
+
+
+def _check_classes(y: torch.Tensor, field: str, net: NNParams, task: Task, where: str) -> None:
+    if y.is_floating_point() or y.dtype == torch.bool or y.is_complex():
+        raise DataError(
+            field,
+            f"{where}'s class targets have dtype {y.dtype}",
+            "pass integer class indices (torch.long), e.g. y.long()",
+        )
+    if task.shaped and y.ndim != 1:
+        raise DataError(
+            field,
+            f"{where}'s class targets have shape {tuple(y.shape)}",
+            "pass a 1-D tensor of class indices, one per row"
+            + (", e.g. y.squeeze(1)" if y.ndim == 2 and y.shape[1] == 1 else ""),
+        )
+    scored = y if task.ignore_index is None else y[y != task.ignore_index]
+    if scored.numel():
+        lo, hi = int(scored.min()), int(scored.max())
+        if lo < 0 or hi >= net.output_dim:
+            ignored = (
+                ""
+                if task.ignore_index is None
+                else f" (targets equal to ignore_index={task.ignore_index} are skipped)"
+            )
+            raise DataError(
+                field,
+                f"{where}'s class targets span [{lo}, {hi}] but NNParams.output_dim is "
+                f"{net.output_dim}{ignored}",
+                f"use targets in [0, {net.output_dim}) or set NNParams(output_dim={hi + 1})",
+            )
+
+
+def check_loader(loader: Any, field: str, net: NNParams, task: Task) -> None:
+    """Refuse a loader whose first batch cannot train this model."""
+    check_batch(first_batch(loader, field), field, net, task, "the first batch")
+
+
+def batch_problem(
+    batch: Any, field: str, net: NNParams, task: Task, where: str
+) -> DataError | None:
+    """Why ``batch`` cannot train this model, if a check can tell (after a failure)."""
+    try:
+        check_batch(batch, field, net, task, where)
+    except DataError as problem:
+        return problem
+    return None
 
 
 def _new_digest() -> Any:

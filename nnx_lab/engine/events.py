@@ -214,6 +214,7 @@ class TrainingControl:
         self._stop = threading.Event()
         self.stop_reason: str | None = None
         self.complete = False  # True: the run ends as "finished" (early stopping)
+        self.failure: BaseException | None = None  # set: the run ends as "failed" with it
 
     def request_stop(self, reason: str = "stop requested") -> None:
         """Stop after the current step; the run's status becomes "stopped"."""
@@ -226,6 +227,13 @@ class TrainingControl:
         if not self._stop.is_set():
             self.stop_reason = reason
             self.complete = True
+        self._stop.set()
+
+    def fail(self, error: BaseException) -> None:
+        """End the run after the current step as "failed" with ``error`` (from any thread,
+        e.g. a watchdog that finds the run directory gone)."""
+        if self.failure is None:
+            self.failure = error
         self._stop.set()
 
     @property

@@ -15,7 +15,7 @@ import contextlib
 import math
 import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,7 +42,7 @@ from .params import NNTrainParams
 from .precision import ResolvedPrecision
 from .sinks import EventBus
 from .tasks import Task
-from .training_state import RngState, TrainingState, capture_objects
+from .training_state import RngState, TrainingState, capture_objects, preserved_rng
 from .update import Updater
 
 __all__ = ["LoopOutcome", "RunInfo", "TrainStep", "TrainingLoop", "selection_signal"]
@@ -244,7 +244,10 @@ class TrainingLoop:
         info: RunInfo = RunInfo(),
         n_epochs: int | None = None,
         planned_epochs: int | None = None,
+        diagnose: Callable[[Any, str, str], Exception | None] | None = None,
     ) -> None:
+        """``diagnose(batch, field, where)`` explains, after a step failed, why a batch
+        cannot train this model (a DataError naming it), or returns None."""
         self.train_step = step
         self.params = params
         self.optimizer = step.updater.optimizer
@@ -252,6 +255,7 @@ class TrainingLoop:
         self.scaler = step.updater.scaler
         self.bus, self.control, self.info = bus, control, info
         self.stateful = list(stateful)
+        self.diagnose = diagnose
         self.n_epochs = params.n_epochs if n_epochs is None else n_epochs
         self.planned_epochs = self.n_epochs if planned_epochs is None else planned_epochs
         self.topology = optimizer_topology([g["params"] for g in self.optimizer.param_groups])
@@ -343,6 +347,8 @@ class TrainingLoop:
             self._last_epoch = self.epoch + self.n_epochs
             while self.epoch < self._last_epoch and not control.stop_requested:
                 self._train_epoch(self.epoch + 1)
+            if control.failure is not None:
+                raise control.failure
             stopped_early = self.epoch < self._last_epoch  # a stop after the last epoch finishes
             if control.stop_requested and not control.complete and stopped_early:
                 outcome.status = RunStatus.STOPPED
@@ -422,22 +428,29 @@ class TrainingLoop:
         rng_after_skip, self._rng_after_skip = self._rng_after_skip, None
         param_groups = self.optimizer.param_groups
         window: list[tuple[torch.Tensor, torch.Tensor]] = []
+        raw: list[Any] = []  # the window's batches as the loader gave them (diagnosis only)
         batch_index = -1
-        for batch_index, (X, y) in enumerate(params.train_loader):
+        for batch_index, batch in enumerate(params.train_loader):
             if batch_index < skip:
                 if batch_index == skip - 1 and rng_after_skip is not None:
                     rng_after_skip.restore()
                 continue
-            X = X.to(device, non_blocking=True)
-            y = y.to(device, non_blocking=True)
-            if accum > 1:
-                window.append((X, y))
-                if len(window) < accum:
-                    continue
-                out = step.accumulated(window, self.step + 1)
-                window = []
-            else:
-                out = step(X, y, self.step + 1)
+            try:
+                X, y = batch
+                X = X.to(device, non_blocking=True)
+                y = y.to(device, non_blocking=True)
+                if accum > 1:
+                    window.append((X, y))
+                    raw.append((batch_index, batch))
+                    if len(window) < accum:
+                        continue
+                    out = step.accumulated(window, self.step + 1)
+                    window, raw = [], []
+                else:
+                    out = step(X, y, self.step + 1)
+            except Exception as exc:
+                self._explain(exc, raw or [(batch_index, batch)], epoch)
+                raise
             self.step += 1
             buffer.add(out, self.step, epoch, batch_index // accum, param_groups[0]["lr"])
             self._mid_epoch_batches = batch_index + 1
@@ -446,9 +459,15 @@ class TrainingLoop:
             if len(buffer) >= log_every:
                 self._flush_steps()
             if control.stop_requested:
+                if control.failure is not None:
+                    raise control.failure
                 return
         if window:  # a short final window still updates, weighted by its real size
-            out = step.accumulated(window, self.step + 1)
+            try:
+                out = step.accumulated(window, self.step + 1)
+            except Exception as exc:
+                self._explain(exc, raw, epoch)
+                raise
             self.step += 1
             buffer.add(out, self.step, epoch, batch_index // accum, param_groups[0]["lr"])
             if emit_steps:
@@ -457,19 +476,40 @@ class TrainingLoop:
             raise RuntimeError("NNTrainParams.train_loader yielded no batch this epoch")
         self._end_epoch(epoch, t0)
 
+    def _explain(self, exc: Exception, batches: list[tuple[int, Any]], epoch: int) -> None:
+        """Raise a DataError naming the batch that broke a step, when a check finds one."""
+        if self.diagnose is None or isinstance(exc, FloatingPointError):
+            return
+        for index, batch in batches:
+            problem = self.diagnose(
+                batch, "NNTrainParams.train_loader", f"batch {index} of epoch {epoch}"
+            )
+            if problem is not None:
+                raise problem from exc
+
     def _flush_steps(self) -> None:
         records, conf, weights = self.buffer.drain()
         if not records:
             return
+        first_bad: StepRecord | None = None
         for rec, weight in zip(records, weights, strict=True):
             if weight:
                 self._epoch_loss_sum += rec.loss * weight
                 self._epoch_weight += weight
+                if first_bad is None and not math.isfinite(rec.loss):
+                    first_bad = rec
             self._epoch_samples += rec.samples
         if conf is not None:
             self._epoch_conf = conf if self._epoch_conf is None else self._epoch_conf + conf
         self._last_record = records[-1]
         self.bus.emit(StepMetrics(records=tuple(records)))
+        if first_bad is not None and self.params.stop_on_nonfinite:
+            raise FloatingPointError(
+                f"non-finite training loss at step {first_bad.step} (epoch {first_bad.epoch}, "
+                f"batch {first_bad.batch}): loss={first_bad.loss}. Look for NaN/inf in that "
+                "batch's features or targets, lower max_lr or set grad_clip_norm; "
+                "NNTrainParams(stop_on_nonfinite=False) lets the run go on"
+            )
 
     def _train_summary(self) -> dict[str, float | None]:
         summary: dict[str, float | None] = {
@@ -486,14 +526,18 @@ class TrainingLoop:
         step = self.train_step
         val = None
         if self.params.val_loader is not None:
-            val = evaluate(
-                step.net,
-                self.params.val_loader,
-                step.loss,
-                step.task,
-                device=step.device,
-                precision=step.precision,
-            )
+            try:
+                val = evaluate(
+                    step.net,
+                    self.params.val_loader,
+                    step.loss,
+                    step.task,
+                    device=step.device,
+                    precision=step.precision,
+                )
+            except Exception as exc:
+                self._explain_validation(exc, epoch)
+                raise
         signal, source = selection_signal(val, self._last_record)
         if self.scheduler is not None and signal is not None:
             self.scheduler.step(signal)
@@ -529,6 +573,16 @@ class TrainingLoop:
                 },
             )
         )
+
+    def _explain_validation(self, exc: Exception, epoch: int) -> None:
+        if self.diagnose is None:
+            return
+        with preserved_rng(self.loaders):  # a second pass must not move any generator
+            for index, batch in enumerate(self.params.val_loader):
+                where = f"validation batch {index} after epoch {epoch}"
+                problem = self.diagnose(batch, "NNTrainParams.val_loader", where)
+                if problem is not None:
+                    raise problem from exc
 
     @property
     def final_epoch(self) -> bool:

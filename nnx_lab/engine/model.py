@@ -17,7 +17,14 @@ import torch
 from ..runs import FORMAT_VERSION, resolve_runs_root, run_dir
 from ._io import atomic_write_yaml
 from .checkpoint import NNCheckpoint
-from .data import check_loader, data_identity, first_batch, iter_inputs, tensor_digest
+from .data import (
+    batch_problem,
+    check_loader,
+    data_identity,
+    first_targets,
+    iter_inputs,
+    tensor_digest,
+)
 from .enums import Devices, RunStatus
 from .errors import ConfigError
 from .evaluate import evaluate, inference
@@ -238,6 +245,9 @@ class NNModel:
             info=RunInfo(run.id, str(run.run_dir), run.config, run.parent_run_id),
             n_epochs=resume.n_epochs if resume else None,
             planned_epochs=resume.planned_epochs if resume else None,
+            diagnose=lambda batch, field, where: batch_problem(
+                batch, field, self.net_params, task, where
+            ),
         )
         bus.add(
             CheckpointPolicy(
@@ -271,7 +281,7 @@ class NNModel:
     def _task_for_loader(self, loader: Any, field: str) -> Task:
         if self._loss.kind is not None:
             return self.task()
-        return self.task(first_batch(loader, field)[1])
+        return self.task(first_targets(loader, field))
 
     def _open_run(
         self,

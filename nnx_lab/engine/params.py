@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, fields, replace
 from enum import Enum
 from typing import Any
 
+from ..runs import is_run_id
 from .enums import Activations, Devices, Losses, Nets, Optims, coerce_enum
 from .errors import ConfigError
 from .precision import PrecisionPolicy, normalize_policy
@@ -60,6 +61,11 @@ def _finite(
     if v < low or (low_open and v == low) or v > high or (high_open and v == high):
         raise ConfigError(name, value, fix)
     return v
+
+
+# The largest float32: optimizer arithmetic runs in float32, where a larger value is inf.
+FLOAT32_MAX = 3.4028234663852886e38
+_SEED_LIMIT = 2**63  # torch.manual_seed takes a signed 64-bit integer
 
 
 def _set(obj: object, name: str, value: object) -> None:
@@ -221,8 +227,9 @@ class NNOptimParams(_Params):
                 self.max_lr,
                 "NNOptimParams.max_lr",
                 low=0.0,
+                high=FLOAT32_MAX,
                 low_open=True,
-                fix="pass a learning rate > 0, e.g. 1e-3",
+                fix="pass a learning rate > 0 that float32 can hold (<= 3.4e38), e.g. 1e-3",
             ),
         )
         _set(
@@ -232,7 +239,8 @@ class NNOptimParams(_Params):
                 self.weight_decay,
                 "NNOptimParams.weight_decay",
                 low=0.0,
-                fix="pass a weight decay >= 0",
+                high=FLOAT32_MAX,
+                fix="pass a weight decay >= 0 that float32 can hold, e.g. 1e-4",
             ),
         )
         if self.grad_clip_norm is not None:
@@ -382,9 +390,14 @@ _RESUME_EPOCHS = ("additional", "planned")
 class NNTrainParams(_Params):
     """How to train: epochs, data, optimizer, schedule, seed, and where to write the run.
 
-    ``runs_root``, ``overwrite_existing``, ``progress``, ``log_every`` and
-    ``checkpoint_every_s`` never change the
-    run id; everything else that changes the result does (see ``identity()``).
+    ``runs_root``, ``overwrite_existing``, ``progress``, ``log_every``,
+    ``checkpoint_every_s`` and ``stop_on_nonfinite`` never change the run id; everything
+    else that changes the result does (see ``identity()``).
+
+    ``stop_on_nonfinite`` (default True): a non-finite training loss ends the run as
+    "failed", naming the first step whose loss was NaN or infinite (checked when the
+    per-step values are read back, every ``log_every`` steps: no host sync per step).
+    False lets such a run go on, as a plain PyTorch loop would.
     """
 
     n_epochs: int = 1
@@ -404,13 +417,18 @@ class NNTrainParams(_Params):
     resume_from_checkpoint: str = "last"
     resume_mode: str = "stateful"
     resume_epochs: str = "additional"
+    stop_on_nonfinite: bool = True
 
     _not_in_json = ("train_loader", "val_loader")
 
     def __post_init__(self) -> None:
         _set(self, "n_epochs", _positive_int(self.n_epochs, "NNTrainParams.n_epochs"))
-        if not _is_int(self.seed):
-            raise ConfigError("NNTrainParams.seed", self.seed, "pass an integer seed, e.g. 42")
+        if not _is_int(self.seed) or not 0 <= int(self.seed) < _SEED_LIMIT:  # type: ignore[operator]
+            raise ConfigError(
+                "NNTrainParams.seed",
+                self.seed,
+                "pass an integer seed in [0, 2**63), e.g. 42",
+            )
         _set(self, "seed", int(self.seed))
         if not isinstance(self.optim, NNOptimParams):
             raise ConfigError("NNTrainParams.optim", self.optim, "pass an NNOptimParams(...)")
@@ -440,18 +458,16 @@ class NNTrainParams(_Params):
                 self.data_id,
                 "pass a non-empty string naming the data set and its version",
             )
-        for name in ("overwrite_existing", "progress"):
+        for name in ("overwrite_existing", "progress", "stop_on_nonfinite"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(
                     f"NNTrainParams.{name}", getattr(self, name), "pass True or False"
                 )
-        if self.resume_from_run_id is not None and (
-            not isinstance(self.resume_from_run_id, str) or not self.resume_from_run_id
-        ):
+        if self.resume_from_run_id is not None and not is_run_id(self.resume_from_run_id):
             raise ConfigError(
                 "NNTrainParams.resume_from_run_id",
                 self.resume_from_run_id,
-                "pass the id of an earlier run (run.id), or None",
+                "pass the id of an earlier run (run.id: 32 lowercase hex characters), or None",
             )
         for name, allowed in (
             ("resume_from_checkpoint", _RESUME_CHECKPOINTS),

@@ -40,14 +40,7 @@ __all__ = ["ResumeError", "ResumePlan", "plan_resume"]
 _OPTIM_STATE_FIELDS = ("name", "max_lr", "momentum", "weight_decay")
 
 # What a carried-over BEST keeps of its sidecar (the run id becomes the child's).
-_CARRIED_META = (
-    "epoch",
-    "step",
-    "epoch_complete",
-    "signal_unavailable",
-    "net_params",
-    "model_params",
-)
+_CARRIED_META = ("epoch", "step", "epoch_complete", "signal_unavailable")
 
 
 @dataclass
@@ -100,12 +93,14 @@ class ResumePlan:
         except FileNotFoundError:
             return False
         meta = {k: v for k, v in best.sidecar.items() if k in _CARRIED_META}
+        # The child's own recipe: the same network (checked), its own model settings.
+        meta.update(run_id=run.id, net_params=run.config["net"], model_params=run.config["model"])
         write_checkpoint(
             run.run_dir,
             ["best"],
             model_state=best.model_state,
             training_state=best.training_state_tree(),
-            meta={**meta, "run_id": run.id},
+            meta=meta,
         )
         return True
 

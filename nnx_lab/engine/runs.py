@@ -9,7 +9,6 @@ format itself (ids, paths, the log reader) is ``nnx_lab.runs``, which needs no t
 
 from __future__ import annotations
 
-import hashlib
 import os
 import platform
 import shutil
@@ -21,10 +20,10 @@ from typing import Any
 from ..runs import (
     FORMAT_VERSION,
     LogDamagedError,
-    canonical_json,
     read_jsonl,
     resolve_runs_root,
     run_dir,
+    run_id_for,
 )
 from ._io import atomic_write_yaml, read_yaml
 from .enums import RunStatus
@@ -34,10 +33,6 @@ from .params import NNModelParams, NNParams
 from .precision import ResolvedPrecision
 
 __all__ = ["FORMAT_VERSION", "IDP", "NNRun", "read_events", "run_id_for"]
-
-
-def run_id_for(config: dict[str, Any]) -> str:
-    return hashlib.md5(canonical_json(config).encode(), usedforsecurity=False).hexdigest()
 
 
 def reserve_run_dir(root: Path, run_id: str, overwrite: bool) -> Path:

@@ -26,6 +26,7 @@ class Task:
     kind: str  # "categorical" | "binary" | "regression"
     n_outputs: int
     ignore_index: int | None = None
+    shaped: bool = True  # targets must have the loss's shape (False: a custom loss decides)
 
     @property
     def k(self) -> int | None:
@@ -84,5 +85,5 @@ def task_for(loss: LossFn, output_dim: int, y_sample: torch.Tensor | None = None
             return Task("binary", output_dim)
         return Task("regression", output_dim)
     if y_sample is not None and y_sample.is_floating_point():
-        return Task("regression", output_dim)
-    return Task("categorical", output_dim, loss.ignore_index)
+        return Task("regression", output_dim, shaped=False)
+    return Task("categorical", output_dim, loss.ignore_index, shaped=False)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import engine_factories as f
 import pytest
 import torch
@@ -11,6 +13,7 @@ from nnx_lab import (
     ConfigError,
     DataError,
     EarlyStopping,
+    Losses,
     NNModelParams,
     NNOptimParams,
     NNParams,
@@ -95,7 +98,12 @@ def _loader(X, y, batch=32):
 X, Y, _, _ = f.data()
 
 BAD_DATA = {
-    "feature width": (_loader(torch.randn(64, 5), Y[:64]), "input_dim is 8"),
+    "feature width": (_loader(torch.randn(64, 5), Y[:64]), "NNParams.input_dim=8"),
+    "float64 features": (_loader(X[:64].double(), Y[:64]), "dtype torch.float64"),
+    "float16 features": (_loader(X[:64].half(), Y[:64]), "dtype torch.float16"),
+    "rank-3 features": (_loader(X[:64].reshape(64, 1, 8), Y[:64]), "shape (32, 1, 8)"),
+    "(B, 1) class targets": (_loader(X[:64], Y[:64, None]), "y.squeeze(1)"),
+    "a one-shot generator": (((X[i : i + 8], Y[i : i + 8]) for i in range(0, 64, 8)), "one-shot"),
     "target above range": (_loader(X[:64], torch.full((64,), 3)), "output_dim is 3"),
     "negative target": (_loader(X[:64], torch.full((64,), -1)), "[0, 3)"),
     "float class targets": (_loader(X[:64], torch.zeros(64)), "integer class indices"),
@@ -123,6 +131,21 @@ def test_bad_training_data_is_refused_before_a_run_directory_exists(runs_root, c
     with pytest.raises(DataError, match=r"NNTrainParams\.train_loader") as err:
         model.train(params)
     assert text in str(err.value)
+    assert not runs_root.exists()
+
+
+@pytest.mark.parametrize(
+    ("loss", "y", "text"),
+    [
+        (Losses.BINARY_CROSS_ENTROPY, torch.zeros(64, 2), "shape (32, 2), the outputs (32, 3)"),
+        (Losses.MEAN_SQUARED_ERROR, torch.zeros(64), "shape (32,), the outputs (32, 3)"),
+        (Losses.MEAN_SQUARED_ERROR, torch.full((64, 3), float("nan")), "NaN/inf"),
+    ],
+)
+def test_bce_and_mse_targets_must_match_the_outputs(runs_root, loss, y, text):
+    params = f.train_params(runs_root, train_loader=_loader(X[:64], y), val_loader=None)
+    with pytest.raises(DataError, match=re.escape(text)):
+        f.model(loss=loss).train(params)
     assert not runs_root.exists()
 
 

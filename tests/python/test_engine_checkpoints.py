@@ -137,7 +137,11 @@ def test_concurrent_checkpoint_writers_are_kept_apart(tmp_path):
     run_dir = root / RUN_ID
     (run_dir / "checkpoints").mkdir(parents=True)
     net = f.net_params()
-    meta = {"net_params": net.to_json(), "model_params": f.model_params().to_json()}
+    meta = {
+        "run_id": RUN_ID,
+        "net_params": net.to_json(),
+        "model_params": f.model_params().to_json(),
+    }
     errors = []
 
     def writer(seed: int) -> None:
