@@ -19,7 +19,6 @@ __all__ = [
     "atomic_write_yaml",
     "file_lock",
     "read_json",
-    "read_yaml",
 ]
 
 
@@ -65,9 +64,8 @@ def atomic_write_json(path: Path, data: Any) -> None:
     atomic_write_bytes(path, (json.dumps(data, indent=1, allow_nan=True) + "\n").encode())
 
 
-# libyaml's C emitter and parser when present: the pure-Python ones cost milliseconds.
+# libyaml's C emitter when present: the pure-Python one costs milliseconds.
 _Dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def atomic_write_yaml(path: Path, data: Any) -> None:
@@ -76,10 +74,6 @@ def atomic_write_yaml(path: Path, data: Any) -> None:
 
 def read_json(path: Path) -> Any:
     return json.loads(Path(path).read_text())
-
-
-def read_yaml(path: Path) -> Any:
-    return yaml.load(Path(path).read_text(), Loader=_Loader)
 
 
 @contextlib.contextmanager

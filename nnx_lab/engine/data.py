@@ -14,9 +14,18 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, Subset, TensorDataset
+from torch.utils.data import (
+    BatchSampler,
+    DataLoader,
+    RandomSampler,
+    SequentialSampler,
+    Subset,
+    TensorDataset,
+)
+from torch.utils.data._utils.collate import default_collate, default_convert
 
 from .errors import DataError
+from .fingerprint import callable_identity
 from .params import NNParams
 from .tasks import Task
 from .training_state import preserved_rng
@@ -225,15 +234,60 @@ def _dataset_identity(dataset: Any) -> tuple[dict[str, Any], bool]:
     }, False
 
 
-def _loader_identity(loader: Any) -> tuple[dict[str, Any], bool]:
-    if isinstance(loader, DataLoader):
-        ds, exact = _dataset_identity(loader.dataset)
+def _generator_digest(gen: Any) -> str | None:
+    """Where a generator stands now (its state's SHA-256); None without one."""
+    if not isinstance(gen, torch.Generator):
+        return None
+    return hashlib.sha256(gen.get_state().numpy().tobytes()).hexdigest()
+
+
+def _sampler_identity(sampler: Any) -> tuple[dict[str, Any], list[str]]:
+    """(identity, what could not be fingerprinted)."""
+    if type(sampler) is SequentialSampler:
+        return {"type": "sequential"}, []
+    if type(sampler) is RandomSampler:
         return {
-            "dataset": ds,
-            "batch_size": loader.batch_size,
-            "sampler": type(loader.sampler).__name__,
-            "drop_last": loader.drop_last,
-        }, exact
+            "type": "random",
+            "replacement": sampler.replacement,
+            "num_samples": sampler.num_samples,
+            "generator": _generator_digest(sampler.generator),  # None: the seeded global RNG
+        }, []
+    ident = callable_identity(sampler)
+    ident["generator"] = _generator_digest(getattr(sampler, "generator", None))
+    return ident, [] if ident["code"] else [f"the sampler {ident['name']}"]
+
+
+def _pipeline_identity(loader: DataLoader) -> tuple[dict[str, Any], list[str]]:
+    """How a DataLoader turns its dataset into batches: order, batching, collation."""
+    sampler, unknown = _sampler_identity(loader.sampler)
+    ident: dict[str, Any] = {
+        "batch_size": loader.batch_size,
+        "drop_last": loader.drop_last,
+        "sampler": sampler,
+    }
+    if type(loader.batch_sampler) not in (BatchSampler, type(None)):
+        ident["batch_sampler"] = callable_identity(loader.batch_sampler)
+        if ident["batch_sampler"]["code"] is None:
+            unknown.append(f"the batch sampler {ident['batch_sampler']['name']}")
+    if loader.collate_fn not in (default_collate, default_convert):
+        ident["collate_fn"] = callable_identity(loader.collate_fn)
+        if ident["collate_fn"]["code"] is None:
+            unknown.append(f"the collate_fn {ident['collate_fn']['name']}")
+    return ident, unknown
+
+
+def _loader_identity(loader: Any, with_content: bool) -> tuple[dict[str, Any], list[str]]:
+    """(identity, what could not be fingerprinted). ``with_content=False`` leaves the
+    data set itself out (an explicit ``data_id`` names it)."""
+    if isinstance(loader, DataLoader):
+        ident, unknown = _pipeline_identity(loader)
+        if with_content:
+            ident["dataset"], exact = _dataset_identity(loader.dataset)
+            if not exact:
+                unknown.append(f"the data set ({ident['dataset']['type']})")
+        return ident, unknown
+    if not with_content:
+        return {"kind": type(loader).__qualname__}, []
     if isinstance(loader, list | tuple):
         h = _new_digest()
         for batch in loader:
@@ -241,31 +295,34 @@ def _loader_identity(loader: Any) -> tuple[dict[str, Any], bool]:
                 if isinstance(part, torch.Tensor):
                     tensor_digest(h, part)
                 else:
-                    return {"kind": "opaque-list", "len": len(loader)}, False
-        return {"kind": "batches", "n": len(loader), "digest": h.hexdigest()}, True
-    return {"kind": "opaque", "type": type(loader).__qualname__}, False
+                    return {"kind": "opaque-list", "len": len(loader)}, ["a list of non-tensors"]
+        return {"kind": "batches", "n": len(loader), "digest": h.hexdigest()}, []
+    name = f"{type(loader).__module__}.{type(loader).__qualname__}"
+    return {"kind": "opaque", "type": name}, [f"the batch source {name}"]
 
 
 def data_identity(train_loader: Any, val_loader: Any, data_id: str | None) -> dict[str, Any]:
-    """What enters the run id for the data. An explicit ``data_id`` wins.
+    """What enters the run id for the data.
 
     Tensor datasets and lists of tensor batches are hashed by content (shape, dtype and
-    bytes); other datasets can only be described (type and length), so a warning asks
-    for ``data_id`` there: two different data sets must never share a run id.
+    bytes); a DataLoader adds how it batches: batch size, its sampler (and where the
+    sampler's or the loader's own generator stands at the start of training), a custom
+    batch sampler, and a custom ``collate_fn`` (by its code). An explicit ``data_id``
+    names the data set itself; the loading pipeline still enters. What cannot be
+    fingerprinted (another dataset type, code with no source) is described instead, and
+    a warning asks for ``data_id``: two different inputs must never share a run id.
     """
-    if data_id is not None:
-        return {"data_id": data_id}
-    train, exact = _loader_identity(train_loader)
-    identity: dict[str, Any] = {"train": train}
+    with_content = data_id is None
+    identity: dict[str, Any] = {} if with_content else {"data_id": data_id}
+    identity["train"], unknown = _loader_identity(train_loader, with_content)
     if val_loader is not None:
-        val, val_exact = _loader_identity(val_loader)
-        identity["val"] = val
-        exact = exact and val_exact
-    if not exact:
+        identity["val"], val_unknown = _loader_identity(val_loader, with_content)
+        unknown += val_unknown
+    if unknown and with_content:
         warnings.warn(
-            "the training data could not be hashed by content (it is not a TensorDataset or "
-            "a list of tensor batches); pass NNTrainParams(data_id='name-and-version') so "
-            "runs on different data get different ids",
+            f"nnx_lab cannot fingerprint {', '.join(dict.fromkeys(unknown))}, so runs on "
+            "other data could get this run's id; pass NNTrainParams(data_id='name-and-"
+            "version') naming the data and how it is loaded",
             UserWarning,
             stacklevel=3,
         )

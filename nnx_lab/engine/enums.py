@@ -86,6 +86,7 @@ class RunStatus(_NamedEnum):
     STOPPED = "stopped"
     FINISHED = "finished"
     FAILED = "failed"
+    INTERRUPTED = "interrupted"  # read back only: "running", but its writer is gone
 
 
 def coerce_enum(cls: type[_NamedEnum], value: object, field: str) -> _NamedEnum:

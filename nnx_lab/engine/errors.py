@@ -7,6 +7,7 @@ __all__ = [
     "DataError",
     "PrecisionUnsupportedError",
     "ResumeError",
+    "RunDirectoryError",
     "TrainingStateError",
 ]
 
@@ -42,3 +43,7 @@ class ResumeError(ValueError):
 
 class TrainingStateError(ResumeError):
     """A checkpoint's training state is not one this nnx_lab can restore."""
+
+
+class RunDirectoryError(RuntimeError):
+    """A run's directory was deleted or replaced under the process writing it."""

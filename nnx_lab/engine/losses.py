@@ -20,6 +20,7 @@ import torch.nn.functional as F
 
 from .enums import Losses
 from .errors import ConfigError
+from .fingerprint import code_digest
 
 __all__ = ["IGNORE_INDEX", "LossFn", "custom_loss_identity"]
 
@@ -28,19 +29,6 @@ IGNORE_INDEX = -100
 
 def _at_least_fp32(t: torch.Tensor) -> torch.Tensor:
     return t.to(torch.promote_types(t.dtype, torch.float32)) if t.is_floating_point() else t.float()
-
-
-def _code_digest(obj: Any) -> str | None:
-    """SHA-256 of the source of ``obj``'s function or class, or of its bytecode."""
-    target = obj if inspect.isfunction(obj) or inspect.isclass(obj) else type(obj)
-    try:
-        text = inspect.getsource(target).encode()
-    except (OSError, TypeError):
-        code = getattr(target, "__code__", None)
-        if code is None:
-            return None
-        text = code.co_code + repr(code.co_consts).encode()
-    return hashlib.sha256(text).hexdigest()
 
 
 def custom_loss_identity(loss: Any) -> dict[str, Any]:
@@ -55,7 +43,7 @@ def custom_loss_identity(loss: Any) -> dict[str, Any]:
         "custom": f"{kind.__module__}.{kind.__qualname__}"
         if not inspect.isfunction(loss)
         else f"{loss.__module__}.{loss.__qualname__}",
-        "code": _code_digest(loss),
+        "code": code_digest(loss),
     }
     if isinstance(loss, torch.nn.Module):
         h = hashlib.sha256(loss.extra_repr().encode())

@@ -6,6 +6,7 @@ a ``TrainingLoop`` with the handlers that record the run attached to its event s
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import time
 from collections.abc import Iterator, Sequence
@@ -14,8 +15,7 @@ from typing import Any
 
 import torch
 
-from ..runs import FORMAT_VERSION, resolve_runs_root, run_dir
-from ._io import atomic_write_yaml
+from ..runs import FORMAT_VERSION, resolve_runs_root, writer_identity
 from .checkpoint import NNCheckpoint
 from .data import (
     batch_problem,
@@ -44,15 +44,9 @@ from .nets import build_net
 from .optim import build_optimizer, build_scheduler, trainable_groups
 from .params import CustomLossRef, NNModelParams, NNParams, NNTrainParams
 from .precision import PrecisionPolicy, ResolvedPrecision, resolve_precision
+from .reservation import existing_run_error, inspect_existing, reserve_run_dir
 from .resume import plan_resume
-from .runs import (
-    NNRun,
-    environment_metadata,
-    existing_run_message,
-    reserve_run_dir,
-    run_id_for,
-    write_metadata,
-)
+from .runs import NNRun, environment_metadata, run_id_for, write_metadata
 from .sinks import EventBus, check_callback
 from .tasks import Task, task_for
 from .training_state import is_stateful, seed_everything
@@ -216,12 +210,51 @@ class NNModel:
             "initial_weights": None if resume else self.weights_digest(),
         }
         run_id = run_id_for(config)
-        if run_dir(root, run_id).exists() and not params.overwrite_existing:
-            raise FileExistsError(existing_run_message(root, run_id))
+        existing = inspect_existing(root, run_id)
+        if existing is not None:
+            existing_run_error(root, run_id, existing, params.overwrite_existing)
 
         # -- side effects start here --------------------------------------------------------
-        run = self._open_run(root, run_id, config, params, precision)
-        control = control or TrainingControl()
+        run, lock = self._open_run(root, run_id, config, params, precision, existing)
+        recorder = RunRecorder(run, lock)
+        try:
+            loop = self._assemble(
+                run,
+                recorder,
+                params,
+                precision,
+                task,
+                resume,
+                callbacks,
+                components,
+                control or TrainingControl(),
+            )
+        except BaseException as exc:  # never leave a run "running" behind
+            run.status = RunStatus.FAILED
+            run.metadata.update(status=RunStatus.FAILED.value, error=f"{type(exc).__name__}: {exc}")
+            with contextlib.suppress(OSError):
+                write_metadata(run)
+            lock.release()
+            raise
+        self.precision, self._task = precision, task
+        outcome = loop.run()
+        if outcome.raised is not None:
+            raise outcome.raised
+        return run
+
+    def _assemble(
+        self,
+        run: NNRun,
+        recorder: RunRecorder,
+        params: NNTrainParams,
+        precision: ResolvedPrecision,
+        task: Task,
+        resume: Any,
+        callbacks: list[Any],
+        components: list[Any],
+        control: TrainingControl,
+    ) -> TrainingLoop:
+        """The loop and its handlers, with the resumed state applied."""
         for obj in (*callbacks, *components):
             reset = getattr(obj, "reset", None)
             if callable(reset):
@@ -230,7 +263,7 @@ class NNModel:
         optimizer = build_optimizer(trainable_groups(self.net), params.optim)
         scaler = torch.amp.GradScaler(self.device.type) if precision.uses_scaler else None
         updater = Updater(optimizer, scaler, precision, params.optim.grad_clip_norm)
-        bus = EventBus([run, RunRecorder(run), JsonlLogger(run.run_dir / "metrics.jsonl")])
+        bus = EventBus([run, recorder, JsonlLogger(run.run_dir / "metrics.jsonl")])
         if params.progress and not tqdm_disabled():
             bus.add(ProgressBar())
         for sink in adapt_callbacks(callbacks, self, run):
@@ -249,34 +282,24 @@ class NNModel:
                 batch, field, self.net_params, task, where
             ),
         )
+        meta = {
+            "run_id": run.id,
+            "net_params": run.config["net"],
+            "model_params": run.config["model"],
+        }
         bus.add(
             CheckpointPolicy(
                 run.run_dir,
                 loop,
-                {
-                    "run_id": run.id,
-                    "net_params": config["net"],
-                    "model_params": config["model"],
-                },
+                meta,
                 params.checkpoint_every_s,
                 bus.emit,
+                still_ours=recorder.still_ours,
             )
         )
         if resume is not None:
-            try:
-                resume.apply(self, loop, run, [*callbacks, *components])
-            except BaseException as exc:  # validated in plan_resume; still, never leave "running"
-                run.status = RunStatus.FAILED
-                run.metadata.update(
-                    status=RunStatus.FAILED.value, error=f"{type(exc).__name__}: {exc}"
-                )
-                write_metadata(run)
-                raise
-        self.precision, self._task = precision, task
-        outcome = loop.run()
-        if outcome.raised is not None:
-            raise outcome.raised
-        return run
+            resume.apply(self, loop, run, [*callbacks, *components])
+        return loop
 
     def _task_for_loader(self, loader: Any, field: str) -> Task:
         if self._loss.kind is not None:
@@ -290,23 +313,38 @@ class NNModel:
         config: dict[str, Any],
         params: NNTrainParams,
         precision: ResolvedPrecision,
-    ) -> NNRun:
-        """Reserve the run directory and write its records (status "running")."""
-        path = reserve_run_dir(root, run_id, params.overwrite_existing)
-        atomic_write_yaml(path / "run.yaml", config)
-        run = NNRun(
-            id=run_id, run_dir=path, config=config, status=RunStatus.RUNNING, precision=precision
-        )
-        run.metadata = {
+        existing: Any,
+    ) -> tuple[NNRun, Any]:
+        """Reserve the run directory with its records (status "running") and its lock."""
+        now = time.time()
+        parent = None if params.resume_from_run_id is None else params.resume_from_run_id
+        metadata = {
             **environment_metadata(str(self.device), params.seed),
             "status": RunStatus.RUNNING.value,
-            "started_at": time.time(),
+            "started_at": now,
+            "heartbeat": now,
+            "writer": writer_identity(),
             "precision": precision.record(),
-            "parent_run_id": run.parent_run_id,
+            "parent_run_id": parent,
         }
-        write_metadata(run)
+        path, lock = reserve_run_dir(
+            root,
+            run_id,
+            existing,
+            overwrite=params.overwrite_existing,
+            config=config,
+            metadata=metadata,
+        )
+        run = NNRun(
+            id=run_id,
+            run_dir=path,
+            config=config,
+            status=RunStatus.RUNNING,
+            precision=precision,
+            metadata=metadata,
+        )
         self.last_run = run
-        return run
+        return run, lock
 
     def weights_digest(self) -> str:
         h = hashlib.sha256()

@@ -16,14 +16,14 @@ from typing import TYPE_CHECKING, Any
 
 from torch.utils.data import DataLoader
 
-from ..runs import read_jsonl, run_dir
+from ..runs import run_dir
 from .checkpoint import NNCheckpoint, write_checkpoint
 from .enums import Checkpoints
 from .errors import ConfigError, ResumeError, TrainingStateError
-from .events import event_from_json
 from .handlers.jsonl_log import JsonlLogger
 from .optim import optimizer_topology, trainable_groups
 from .precision import ResolvedPrecision
+from .runs import read_events
 from .training_state import TrainingState, restore_objects
 
 if TYPE_CHECKING:
@@ -54,6 +54,7 @@ class ResumePlan:
     mode: str
     n_epochs: int  # epochs this run trains
     planned_epochs: int  # the total this run plans (source epochs + n_epochs)
+    history: list[Any]  # the parent's step and epoch events up to the checkpoint
 
     def apply(self, model: NNModel, loop: TrainingLoop, run: NNRun, objects: list[Any]) -> None:
         """Load the weights (and, stateful, everything else) into the fresh run's objects.
@@ -106,24 +107,15 @@ class ResumePlan:
 
     def _inherit_history(self, run: NNRun) -> None:
         """The child's log starts with the parent's history up to the checkpoint."""
-        src = self.source_dir / "metrics.jsonl"
-        if not src.is_file():
-            return
-        upto = int(self.checkpoint.step)
-        events = [
-            event_from_json(obj)
-            for _, obj in read_jsonl(src)
-            if obj.get("event") in ("step", "epoch_ended") and obj.get("step", 0) <= upto
-        ]
-        if not events:
+        if not self.history:
             return
         logger = JsonlLogger(run.run_dir / "metrics.jsonl")
         try:
-            for event in events:
+            for event in self.history:
                 getattr(logger, event.hook)(event)
         finally:
             logger.on_detach()
-        run.replay(events)
+        run.replay(self.history)
 
 
 def plan_resume(
@@ -147,6 +139,8 @@ def plan_resume(
             f"this model has {model.net_params}; build the model with the source's NNParams"
         )
     mode = params.resume_mode
+    # The parent's log is read (and checked) now, before the child's directory exists.
+    history = _parent_history(source_dir / "metrics.jsonl", int(ckpt.step))
     if mode == "weights_only":
         try:
             state = ckpt.training_state()
@@ -154,7 +148,9 @@ def plan_resume(
             state = None  # an unreadable training state does not matter for the weights
         done = int(ckpt.epoch)
         n_epochs = _epochs_to_train(params, source_id, done, _planned_total(ckpt, state))
-        return ResumePlan(source_id, source_dir, ckpt, None, mode, n_epochs, done + n_epochs)
+        return ResumePlan(
+            source_id, source_dir, ckpt, None, mode, n_epochs, done + n_epochs, history
+        )
     if ckpt.sidecar.get("training_state") is None:
         raise ResumeError(
             f"resume_mode='stateful' but the {ckpt.type.value} checkpoint of run {source_id} "
@@ -163,6 +159,14 @@ def plan_resume(
         )
     state = ckpt.training_state()
     assert state is not None
+    saved_loss = ckpt.sidecar["model_params"].get("loss")
+    loss_now = model.params.to_json()["loss"]
+    if saved_loss != loss_now:
+        raise ResumeError(
+            f"resume loss mismatch: run {source_id} trained with the loss {saved_loss!r}, this "
+            f"model has {loss_now!r}; a stateful resume continues that optimization. Keep the "
+            "source's loss, or resume_mode='weights_only' to fine-tune with another"
+        )
     _check_precision(source_id, state, precision)
     _check_optimizer(source_id, state, model, params)
     sched = None if params.scheduler is None else params.scheduler.to_json()
@@ -182,7 +186,22 @@ def plan_resume(
     _warn_workers(params.train_loader)
     done = int(state.epoch)
     n_epochs = _epochs_to_train(params, source_id, done, int(state.planned_epochs))
-    return ResumePlan(source_id, source_dir, ckpt, state, mode, n_epochs, done + n_epochs)
+    return ResumePlan(source_id, source_dir, ckpt, state, mode, n_epochs, done + n_epochs, history)
+
+
+def _parent_history(log: Path, upto: int) -> list[Any]:
+    """The step and epoch events of the parent's log up to step ``upto``."""
+    if not log.is_file():
+        return []
+    return [
+        event
+        for event in read_events(log)
+        if event.kind in ("step_metrics", "epoch_ended") and _step_of(event) <= upto
+    ]
+
+
+def _step_of(event: Any) -> int:
+    return event.records[0].step if event.kind == "step_metrics" else int(event.step)
 
 
 def _planned_total(ckpt: NNCheckpoint, state: TrainingState | None) -> int | None:

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import os
 import platform
-import shutil
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,12 +18,15 @@ from typing import Any
 from ..runs import (
     FORMAT_VERSION,
     LogDamagedError,
+    RunRecordError,
+    effective_status,
     read_jsonl,
+    read_record,
     resolve_runs_root,
     run_dir,
     run_id_for,
 )
-from ._io import atomic_write_yaml, read_yaml
+from ._io import atomic_write_yaml
 from .enums import RunStatus
 from .events import EpochEnded, Event, RunFinished, StepMetrics, StepRecord, event_from_json
 from .metrics import EDP
@@ -33,30 +34,6 @@ from .params import NNModelParams, NNParams
 from .precision import ResolvedPrecision
 
 __all__ = ["FORMAT_VERSION", "IDP", "NNRun", "read_events", "run_id_for"]
-
-
-def reserve_run_dir(root: Path, run_id: str, overwrite: bool) -> Path:
-    """Create ``root/<id>`` exclusively; an existing run is refused unless overwriting."""
-    path = run_dir(root, run_id)
-    if path.exists() and not overwrite:
-        raise FileExistsError(existing_run_message(root, run_id))
-    root.mkdir(parents=True, exist_ok=True)
-    if path.exists():
-        # Move aside first so readers never see a half-deleted run, then remove.
-        trash = root / f".{run_id}.replaced-{uuid.uuid4().hex[:8]}"
-        os.rename(path, trash)
-        shutil.rmtree(trash, ignore_errors=True)
-    path.mkdir()  # fails if another process reserved the same id meanwhile
-    (path / "checkpoints").mkdir()
-    return path
-
-
-def existing_run_message(root: Path, run_id: str) -> str:
-    return (
-        f"run {run_id} already exists under {root}/ (same configuration and data); "
-        f"pass NNTrainParams(overwrite_existing=True) to replace it, or delete "
-        f"{root / run_id}"
-    )
 
 
 _PLATFORM: dict[str, str] = {}
@@ -182,14 +159,21 @@ class NNRun:
                 f"{path / 'run.yaml'}); check the id, or pass "
                 "runs_root= where the run was written"
             )
-        config = read_yaml(path / "run.yaml")
-        metadata = read_yaml(path / "metadata.yaml") or {}
+        config = read_record(path / "run.yaml")
+        if run_id_for(config) != id:
+            raise RunRecordError(
+                path / "run.yaml", f"it does not hash to the run id {id} (it was edited)"
+            )
+        metadata = read_record(path / "metadata.yaml") if (path / "metadata.yaml").exists() else {}
+        status = effective_status(metadata)
+        if status not in RunStatus.__members__.values():
+            raise RunRecordError(path / "metadata.yaml", f"unknown status {status!r}")
         run = cls(
             id=id,
             run_dir=path,
             config=config,
             metadata=metadata,
-            status=RunStatus(metadata.get("status", "created")),
+            status=RunStatus(status),
             resume_status=metadata.get("resume_status"),
             error=metadata.get("error"),
         )
@@ -198,6 +182,7 @@ class NNRun:
         log = path / "metrics.jsonl"
         if log.is_file():
             run.replay(read_events(log))
+        run.status = RunStatus(status)  # the log's last word may predate a dead writer
         return run
 
 

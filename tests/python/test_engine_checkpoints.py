@@ -76,7 +76,11 @@ def test_nnrun_load_of_an_unknown_id_names_the_root(tmp_path):
 def test_the_run_directory_holds_no_pickle(trained):
     root, _, run = trained
     allowed = {".safetensors", ".json", ".yaml", ".jsonl"}
-    files = [p for p in (root / run.id).rglob("*") if p.is_file() and p.name != ".lock"]
+    everything = [p for p in (root / run.id).rglob("*") if p.is_file()]
+    locks = [p for p in everything if p.name.endswith(".lock")]
+    assert {p.name for p in locks} <= {".lock", ".writer.lock"}
+    assert all(p.stat().st_size == 0 for p in locks)  # lock files hold nothing
+    files = [p for p in everything if p not in locks]
     assert files
     for p in files:
         assert p.suffix in allowed, p

@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from ..checkpoint import write_checkpoint
+from ..errors import RunDirectoryError
 from ..events import CheckpointWritten, EpochEnded, Event, RunEnding
 
 __all__ = ["CheckpointPolicy"]
@@ -42,12 +43,16 @@ class CheckpointPolicy:
         meta: dict[str, Any],
         every_s: float,
         emit: Callable[[Event], None],
+        still_ours: Callable[[], bool] | None = None,
     ) -> None:
         """``loop`` is the TrainingLoop (its state and counters); ``meta`` what every
-        sidecar records besides (run id, the model's recipe)."""
+        sidecar records besides (run id, the model's recipe); ``still_ours()`` says
+        whether the run directory is still this run's (checked before every write, so a
+        folder replaced by another writer is never written into)."""
         self.run_dir, self.loop, self.meta = run_dir, loop, meta
         self.every_s = every_s
         self.emit = emit
+        self.still_ours = still_ours
         self._pending_best: dict[str, Any] | None = None
         self._last_commit = time.perf_counter()
         self._committed_step = -1
@@ -106,7 +111,16 @@ class CheckpointPolicy:
         return _clone_tree(self._state(complete, unavailable))
 
     def _commit(self, types: list[str], content: dict[str, Any]) -> None:
-        paths = write_checkpoint(self.run_dir, types, **content)
+        if self.still_ours is not None and not self.still_ours():
+            raise RunDirectoryError(f"{self.run_dir} is gone or replaced; no checkpoint written")
+        try:
+            paths = write_checkpoint(self.run_dir, types, **content)
+        except OSError as exc:
+            if self.still_ours is not None and not self.still_ours():
+                raise RunDirectoryError(
+                    f"{self.run_dir} was deleted or replaced while a checkpoint was written"
+                ) from exc
+            raise
         meta = content["meta"]
         for type_, path in zip(types, paths, strict=True):
             self.emit(

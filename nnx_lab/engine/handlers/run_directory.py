@@ -1,25 +1,86 @@
-"""The run directory's records: ``metadata.yaml`` kept true to the run's status."""
+"""The run directory's records: ``metadata.yaml`` kept true to the run while it lives.
+
+While the run trains, a watchdog thread refreshes the heartbeat in ``metadata.yaml``
+every ``HEARTBEAT_S`` seconds (nothing on the training loop's path) and checks that the
+run directory is still the one this run created: a folder deleted or replaced under a
+live run ends it as "failed" with that reason, instead of a run that goes on logging
+into a deleted file, and the records of whoever replaced it are never overwritten. At
+the end the run's status, error and counters are written, and the writer lock released.
+"""
 
 from __future__ import annotations
 
+import os
+import threading
 import time
 from typing import Any
 
+from ...runs import HEARTBEAT_S
 from ..enums import RunStatus
-from ..events import RunFinished
+from ..errors import RunDirectoryError
+from ..events import RunFinished, RunStarted, TrainingControl
 from ..runs import write_metadata
 
 __all__ = ["RunRecorder"]
 
 
 class RunRecorder:
-    """Writes the run's end (status, error, stop reason, counters) into
-    ``metadata.yaml`` and onto the ``NNRun`` the caller holds."""
+    def __init__(self, run: Any, lock: Any = None, heartbeat_s: float = HEARTBEAT_S) -> None:
+        """``run`` is the NNRun; ``lock`` its RunLock, released when the run ends."""
+        self.run, self.lock, self.heartbeat_s = run, lock, heartbeat_s
+        self._inode = _inode(run.run_dir)
+        self._write_lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._control: TrainingControl | None = None
+        self.gone: str | None = None  # why the run directory is no longer this run's
 
-    def __init__(self, run: Any) -> None:
-        self.run = run
+    # -- identity --------------------------------------------------------------------------
+    def still_ours(self) -> bool:
+        """Whether the run directory is still the folder this run created."""
+        if self.gone is None and _inode(self.run.run_dir) != self._inode:
+            exists = os.path.isdir(self.run.run_dir)
+            self.gone = (
+                f"the run directory {self.run.run_dir} was "
+                f"{'replaced by another' if exists else 'deleted'} while the run was training"
+            )
+        return self.gone is None
 
+    def _write(self) -> None:
+        with self._write_lock:
+            if self.still_ours():
+                write_metadata(self.run)
+
+    # -- the watchdog --------------------------------------------------------------------
+    def on_attach(self, control: TrainingControl) -> None:
+        self._control = control
+
+    def on_run_started(self, event: RunStarted) -> None:
+        self._thread = threading.Thread(
+            target=self._watch, name=f"nnx-run-{self.run.id[:8]}", daemon=True
+        )
+        self._thread.start()
+
+    def _watch(self) -> None:
+        while not self._stop.wait(self.heartbeat_s):
+            self.run.metadata["heartbeat"] = time.time()
+            try:
+                self._write()
+            except OSError:
+                self.still_ours()  # a write into a vanished folder: say which
+            if self.gone is not None:
+                if self._control is not None:
+                    self._control.fail(RunDirectoryError(f"{self.gone}; the run ends as failed"))
+                return
+
+    def _stop_watch(self) -> None:
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join()
+
+    # -- the end ---------------------------------------------------------------------------
     def on_run_finished(self, event: RunFinished) -> None:
+        self._stop_watch()
         run = self.run
         run.status = RunStatus(event.status)
         run.error = event.error
@@ -28,7 +89,21 @@ class RunRecorder:
             error=event.error,
             stop_reason=event.stop_reason,
             finished_at=time.time(),
+            heartbeat=time.time(),
             steps=event.steps,
             epochs_completed=event.epochs_completed,
         )
-        write_metadata(run)
+        self._write()
+
+    def on_detach(self) -> None:
+        self._stop_watch()
+        if self.lock is not None:
+            self.lock.release()
+
+
+def _inode(path: Any) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino

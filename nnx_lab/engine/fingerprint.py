@@ -1,0 +1,52 @@
+"""Fingerprints of code: what a function or class is, as text a run id can hold.
+
+A function or class is named by its qualified name and the SHA-256 of its source (or,
+where there is no source, of its bytecode and constants). Code that cannot be read
+either way (a builtin, a C extension) gives ``None``: the caller decides whether to warn.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import inspect
+from typing import Any
+
+__all__ = ["callable_identity", "code_digest"]
+
+
+def code_digest(obj: Any) -> str | None:
+    """SHA-256 of the source of ``obj`` (a function, a class, or an instance's class)."""
+    if isinstance(obj, functools.partial):
+        inner = code_digest(obj.func)
+        if inner is None:
+            return None
+        text = f"{inner}{obj.args!r}{sorted(obj.keywords.items())!r}".encode()
+        return hashlib.sha256(text).hexdigest()
+    target = (
+        obj
+        if inspect.isfunction(obj) or inspect.isclass(obj) or inspect.ismethod(obj)
+        else type(obj)
+    )
+    if inspect.ismethod(target):
+        target = target.__func__
+    try:
+        text = inspect.getsource(target).encode()
+    except (OSError, TypeError):
+        code = getattr(target, "__code__", None)
+        if code is None:
+            return None
+        text = code.co_code + repr(code.co_consts).encode()
+    return hashlib.sha256(text).hexdigest()
+
+
+def _qualname(obj: Any) -> str:
+    target = obj if inspect.isfunction(obj) or inspect.isclass(obj) else type(obj)
+    if isinstance(obj, functools.partial):
+        target = obj.func
+    return f"{getattr(target, '__module__', '?')}.{getattr(target, '__qualname__', '?')}"
+
+
+def callable_identity(fn: Any) -> dict[str, Any]:
+    """``{"name": module.qualname, "code": digest or None}``."""
+    return {"name": _qualname(fn), "code": code_digest(fn)}
