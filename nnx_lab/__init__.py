@@ -46,6 +46,7 @@ _EXPORTS: dict[str, str] = {
     "events": "nnx_lab.engine.events",
     "precision": "nnx_lab.precision",
     "TrainingMonitor": "nnx_lab.widgets",
+    "list_runs": "nnx_lab.runs",
 }
 
 __all__ = ["__version__", *sorted(_EXPORTS)]

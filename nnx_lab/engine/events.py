@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass, field, fields
+import types as types_module
+import typing
+from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, ClassVar
 
 __all__ = [
@@ -96,7 +98,7 @@ class StepRecord:
     batch: int
     lr: float
     samples: int
-    loss: float
+    loss: float | None  # None: every target of the step was ignore_index
     error: float | None = None
     accuracy: float | None = None
     precision: float | None = None
@@ -164,7 +166,7 @@ class RunFinished(Event):
     kind: ClassVar[str] = "run_finished"
     hook: ClassVar[str] = "on_run_finished"
 
-    run_id: str
+    run_id: str | None
     status: str  # "finished" | "stopped" | "failed"
     epochs_completed: int
     steps: int
@@ -185,22 +187,73 @@ HOOKS: tuple[str, ...] = (*(cls.hook for cls in _KINDS.values()), *(c.hook for c
 
 
 def event_from_json(data: dict[str, Any]) -> Event:
-    """Rebuild an event from its JSON form (one line of ``metrics.jsonl``)."""
+    """Rebuild an event from its JSON form (one line of ``metrics.jsonl``).
+
+    Every field is checked against its declared type, so a damaged or edited line is a
+    ``ValueError`` naming the field here, not a confusing error later.
+    """
+    if not isinstance(data, dict):
+        raise ValueError(f"an event is a JSON object, not a {type(data).__name__}")
     kind = data.get("event")
     if kind == "step":  # the log writes one line per step record
-        return StepMetrics(records=(_record_from_json(data),))
+        return StepMetrics(records=(_build(StepRecord, data),))
     cls = _KINDS.get(kind)  # type: ignore[arg-type]
     if cls is None:
         raise ValueError(f"unknown event kind {kind!r}; expected one of {sorted(_KINDS)}")
     if cls is StepMetrics:
-        return StepMetrics(records=tuple(_record_from_json(r) for r in data["records"]))
-    names = {f.name for f in fields(cls)}
-    return cls(**{k: v for k, v in data.items() if k in names})
+        records = data.get("records")
+        if not isinstance(records, list):
+            raise ValueError("step_metrics.records must be a list")
+        return StepMetrics(records=tuple(_build(StepRecord, r) for r in records))
+    return _build(cls, data)
 
 
-def _record_from_json(data: dict[str, Any]) -> StepRecord:
-    names = {f.name for f in fields(StepRecord)}
-    return StepRecord(**{k: v for k, v in data.items() if k in names})
+_SCHEMAS: dict[type, dict[str, tuple[tuple[type, ...], bool, bool]]] = {}
+
+
+def _schema(cls: type) -> dict[str, tuple[tuple[type, ...], bool, bool]]:
+    """field -> (accepted types, may be None, required), from the dataclass annotations."""
+    if cls not in _SCHEMAS:
+        hints = typing.get_type_hints(cls)
+        schema = {}
+        for f in fields(cls):
+            hint = hints[f.name]
+            union = typing.get_origin(hint) in (typing.Union, types_module.UnionType)
+            args = typing.get_args(hint) if union else (hint,)
+            optional = type(None) in args
+            types: tuple[type, ...] = tuple(
+                typing.get_origin(a) or a for a in args if a is not type(None)
+            )
+            if Any in types:
+                types = (object,)
+            if float in types:
+                types = (*types, int)  # JSON writes 2.0 as 2
+            required = f.default is MISSING and f.default_factory is MISSING
+            schema[f.name] = (types, optional, required)
+        _SCHEMAS[cls] = schema
+    return _SCHEMAS[cls]
+
+
+def _build(cls: type, data: Any) -> Any:
+    if not isinstance(data, dict):
+        raise ValueError(f"a {cls.__name__} is a JSON object, not a {type(data).__name__}")
+    values = {}
+    for name, (types, optional, required) in _schema(cls).items():
+        if name not in data:
+            if required:
+                raise ValueError(f"{cls.__name__}.{name} is missing")
+            continue
+        value = data[name]
+        if value is None and optional:
+            values[name] = value
+            continue
+        if (isinstance(value, bool) and bool not in types) or not isinstance(value, types):
+            raise ValueError(
+                f"{cls.__name__}.{name}={value!r} is a {type(value).__name__}, not "
+                f"{' or '.join(t.__name__ for t in types)}"
+            )
+        values[name] = value
+    return cls(**values)
 
 
 class TrainingControl:

@@ -68,6 +68,7 @@ class ResumePlan:
             restored += restore_objects(objects, self.state.callbacks)
             if self.state.has_best and self._carry_best(run):
                 restored.append("best checkpoint")
+                run.metadata["best"] = {"value": self.state.best_value, "source": None}
         else:
             # A warm start: fresh optimizer, scheduler, callbacks and components; the
             # epoch and step counters continue the source's history.

@@ -46,6 +46,7 @@ EXPECTED = {
     "TrainingState",
     "__version__",
     "events",
+    "list_runs",
     "precision",
     "precision_support",
 }

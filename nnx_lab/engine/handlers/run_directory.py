@@ -18,7 +18,7 @@ from typing import Any
 from ...runs import HEARTBEAT_S
 from ..enums import RunStatus
 from ..errors import RunDirectoryError
-from ..events import RunFinished, RunStarted, TrainingControl
+from ..events import EpochEnded, RunFinished, RunStarted, TrainingControl
 from ..runs import write_metadata
 
 __all__ = ["RunRecorder"]
@@ -56,6 +56,7 @@ class RunRecorder:
         self._control = control
 
     def on_run_started(self, event: RunStarted) -> None:
+        self.run.metadata["planned_epochs"] = event.start_epoch + event.n_epochs - 1
         self._thread = threading.Thread(
             target=self._watch, name=f"nnx-run-{self.run.id[:8]}", daemon=True
         )
@@ -72,6 +73,17 @@ class RunRecorder:
                 if self._control is not None:
                     self._control.fail(RunDirectoryError(f"{self.gone}; the run ends as failed"))
                 return
+
+    def on_epoch_ended(self, event: EpochEnded) -> None:
+        """Progress for listings, written with the next heartbeat (no write here)."""
+        meta = self.run.metadata
+        meta.update(epochs_completed=event.epoch, steps=event.step)
+        if event.improved:
+            meta["best"] = {
+                "value": event.signal,
+                "source": event.signal_source,
+                "epoch": event.epoch,
+            }
 
     def _stop_watch(self) -> None:
         self._stop.set()
