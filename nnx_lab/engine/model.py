@@ -294,7 +294,7 @@ class NNModel:
                 meta,
                 params.checkpoint_every_s,
                 bus.emit,
-                still_ours=recorder.still_ours,
+                gone=recorder.gone_reason,
             )
         )
         if resume is not None:

@@ -43,16 +43,16 @@ class CheckpointPolicy:
         meta: dict[str, Any],
         every_s: float,
         emit: Callable[[Event], None],
-        still_ours: Callable[[], bool] | None = None,
+        gone: Callable[[], str | None] | None = None,
     ) -> None:
         """``loop`` is the TrainingLoop (its state and counters); ``meta`` what every
-        sidecar records besides (run id, the model's recipe); ``still_ours()`` says
-        whether the run directory is still this run's (checked before every write, so a
-        folder replaced by another writer is never written into)."""
+        sidecar records besides (run id, the model's recipe); ``gone()`` says why the
+        run directory is no longer this run's, or None (checked before every write, so
+        a folder replaced by another writer is never written into)."""
         self.run_dir, self.loop, self.meta = run_dir, loop, meta
         self.every_s = every_s
         self.emit = emit
-        self.still_ours = still_ours
+        self.gone = gone
         self._pending_best: dict[str, Any] | None = None
         self._last_commit = time.perf_counter()
         self._committed_step = -1
@@ -111,15 +111,11 @@ class CheckpointPolicy:
         return _clone_tree(self._state(complete, unavailable))
 
     def _commit(self, types: list[str], content: dict[str, Any]) -> None:
-        if self.still_ours is not None and not self.still_ours():
-            raise RunDirectoryError(f"{self.run_dir} is gone or replaced; no checkpoint written")
+        self._check_ours()
         try:
             paths = write_checkpoint(self.run_dir, types, **content)
         except OSError as exc:
-            if self.still_ours is not None and not self.still_ours():
-                raise RunDirectoryError(
-                    f"{self.run_dir} was deleted or replaced while a checkpoint was written"
-                ) from exc
+            self._check_ours(exc)
             raise
         meta = content["meta"]
         for type_, path in zip(types, paths, strict=True):
@@ -128,6 +124,13 @@ class CheckpointPolicy:
                     type=type_, epoch=meta["epoch"], step=meta["step"], path=str(path)
                 )
             )
+
+    def _check_ours(self, cause: BaseException | None = None) -> None:
+        reason = None if self.gone is None else self.gone()
+        if reason is not None:
+            raise RunDirectoryError(
+                f"{reason}; no checkpoint was written there and the run ends as failed"
+            ) from cause
 
     def _write(self, types: list[str], *, complete: bool, unavailable: bool = False) -> None:
         """Write the current state now (no copy needed: nothing trains meanwhile)."""

@@ -25,8 +25,11 @@ __all__ = ["RunRecorder"]
 
 
 class RunRecorder:
-    def __init__(self, run: Any, lock: Any = None, heartbeat_s: float = HEARTBEAT_S) -> None:
-        """``run`` is the NNRun; ``lock`` its RunLock, released when the run ends."""
+    def __init__(self, run: Any, lock: Any = None, heartbeat_s: float | None = None) -> None:
+        """``run`` is the NNRun; ``lock`` its RunLock, released when the run ends;
+        ``heartbeat_s`` defaults to ``NNX_HEARTBEAT_S`` or 10 seconds."""
+        if heartbeat_s is None:
+            heartbeat_s = float(os.environ.get("NNX_HEARTBEAT_S") or HEARTBEAT_S)
         self.run, self.lock, self.heartbeat_s = run, lock, heartbeat_s
         self._inode = _inode(run.run_dir)
         self._write_lock = threading.Lock()
@@ -36,15 +39,18 @@ class RunRecorder:
         self.gone: str | None = None  # why the run directory is no longer this run's
 
     # -- identity --------------------------------------------------------------------------
-    def still_ours(self) -> bool:
-        """Whether the run directory is still the folder this run created."""
+    def gone_reason(self) -> str | None:
+        """Why the run directory is no longer the folder this run created, or None."""
         if self.gone is None and _inode(self.run.run_dir) != self._inode:
             exists = os.path.isdir(self.run.run_dir)
             self.gone = (
                 f"the run directory {self.run.run_dir} was "
                 f"{'replaced by another' if exists else 'deleted'} while the run was training"
             )
-        return self.gone is None
+        return self.gone
+
+    def still_ours(self) -> bool:
+        return self.gone_reason() is None
 
     def _write(self) -> None:
         with self._write_lock:
