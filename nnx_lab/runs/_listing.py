@@ -1,0 +1,90 @@
+"""``list_runs()``: what is under a runs root, one row per run, from the records alone."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from ._ids import is_run_id, resolve_runs_root
+from ._records import RunRecordError, effective_status, read_record
+
+__all__ = ["list_runs", "run_rows"]
+
+COLUMNS = (
+    "run_id",
+    "status",
+    "started_at",
+    "finished_at",
+    "duration_s",
+    "epochs_completed",
+    "planned_epochs",
+    "steps",
+    "best_value",
+    "best_source",
+    "parent_run_id",
+    "error",
+    "path",
+)
+
+
+def _row(path: Path) -> dict[str, Any]:
+    row: dict[str, Any] = dict.fromkeys(COLUMNS)
+    row.update(run_id=path.name, path=str(path))
+    try:
+        meta = read_record(path / "metadata.yaml")
+    except FileNotFoundError:
+        row["status"] = "damaged"
+        row["error"] = "no metadata.yaml"
+        return row
+    except RunRecordError as exc:
+        row["status"] = "damaged"
+        row["error"] = exc.reason
+        return row
+    started, finished = meta.get("started_at"), meta.get("finished_at")
+    best = meta.get("best") if isinstance(meta.get("best"), dict) else {}
+    error = meta.get("error")
+    row.update(
+        status=effective_status(meta),
+        started_at=started,
+        finished_at=finished,
+        duration_s=(
+            finished - started
+            if isinstance(started, int | float) and isinstance(finished, int | float)
+            else None
+        ),
+        epochs_completed=meta.get("epochs_completed"),
+        planned_epochs=meta.get("planned_epochs"),
+        steps=meta.get("steps"),
+        best_value=best.get("value"),
+        best_source=best.get("source"),
+        parent_run_id=meta.get("parent_run_id"),
+        error=str(error).splitlines()[0] if error else None,
+    )
+    return row
+
+
+def run_rows(runs_root: str | os.PathLike[str] | None = None) -> list[dict[str, Any]]:
+    """One dict per run folder under the root, newest first (no torch, no pandas)."""
+    root = resolve_runs_root(runs_root)
+    try:
+        entries = [e for e in os.scandir(root) if is_run_id(e.name) and e.is_dir()]
+    except FileNotFoundError:
+        return []
+    rows = [_row(Path(e.path)) for e in entries]
+    rows.sort(key=lambda r: r["started_at"] or 0.0, reverse=True)
+    return rows
+
+
+def list_runs(runs_root: str | os.PathLike[str] | None = None) -> Any:
+    """The runs under ``runs_root`` (default: ``NNX_RUNS_ROOT`` or ``./runs``) as a pandas
+    DataFrame, newest first: id, status ("interrupted" for a run whose writer died),
+    start and end times (UTC), duration, epochs done and planned, steps, the best
+    selection value and its source, the parent of a resumed run, the error of a failed
+    one, and the folder. A folder with a damaged record is listed as "damaged"."""
+    import pandas as pd
+
+    frame = pd.DataFrame(run_rows(runs_root), columns=list(COLUMNS))
+    for name in ("started_at", "finished_at"):
+        frame[name] = pd.to_datetime(frame[name], unit="s", utc=True)
+    return frame
