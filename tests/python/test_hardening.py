@@ -698,3 +698,26 @@ def test_twenty_kills_at_random_moments_leave_runs_that_read_right_and_continue(
                 rerun = f.model().train(f.train_params(root, n_epochs=6, checkpoint_every_s=0))
             assert rerun.status.value == "finished"
     assert killed >= 10  # most kills land while the run trains
+
+
+def test_a_folder_replaced_under_a_live_writer_is_never_written_into(runs_root):
+    """Another writer's folder now sits at the run's path: the first writer must not put
+    a checkpoint or its final metadata there."""
+
+    class Usurper:
+        def on_run_started(self, event):
+            self.dir = Path(event.run_dir)
+
+        def on_epoch_ended(self, event):
+            if event.epoch == 1:
+                self.dir.rename(self.dir.with_name("moved-away"))
+                self.dir.mkdir()
+                (self.dir / "metadata.yaml").write_text("status: running\nowner: someone else\n")
+
+    usurper = Usurper()
+    with pytest.raises(RunDirectoryError, match="replaced by another"):
+        f.model().train(
+            f.train_params(runs_root, n_epochs=3, checkpoint_every_s=0), callbacks=[usurper]
+        )
+    assert sorted(p.name for p in usurper.dir.iterdir()) == ["metadata.yaml"]
+    assert "someone else" in (usurper.dir / "metadata.yaml").read_text()
