@@ -95,9 +95,7 @@ def writer_identity() -> dict[str, Any]:
     }
 
 
-def writer_alive(
-    writer: Any, heartbeat: Any = None, now: float | None = None
-) -> bool:
+def writer_alive(writer: Any, heartbeat: Any = None, now: float | None = None) -> bool:
     """Whether the process that writes a run can still be running."""
     now = time.time() if now is None else now
     if not isinstance(writer, dict) or not isinstance(writer.get("pid"), int):
