@@ -45,9 +45,14 @@ _EXPORTS: dict[str, str] = {
     "TrainingControl": "nnx_lab.engine.events",
     "events": "nnx_lab.engine.events",
     "precision": "nnx_lab.precision",
+    "data_splits": "nnx_lab.data_splits",
+    "preprocessing": "nnx_lab.preprocessing",
     "TrainingMonitor": "nnx_lab.widgets",
     "list_runs": "nnx_lab.runs",
+    "NNTabularDataset": "nnx_lab.data",
 }
+
+_MODULES = ("events", "precision", "data_splits", "preprocessing")
 
 __all__ = ["__version__", *sorted(_EXPORTS)]
 
@@ -57,7 +62,7 @@ def __getattr__(name: str) -> Any:
     if module is None:
         raise AttributeError(f"module 'nnx_lab' has no attribute {name!r}")
     mod = importlib.import_module(module)
-    value = mod if name in ("events", "precision") else getattr(mod, name)
+    value = mod if name in _MODULES else getattr(mod, name)
     globals()[name] = value  # later lookups skip this function
     return value
 

@@ -6,10 +6,29 @@ import argparse
 import sys
 
 
-def quickstart(runs_root: str | None, overwrite: bool) -> int:
-    import torch
-    from torch.utils.data import DataLoader, TensorDataset
+def _wine() -> tuple[object, list[str], str, str]:
+    """scikit-learn's bundled wine data (178 rows, 13 features, 3 cultivars), or, without
+    scikit-learn, a synthetic frame of the same shape with a learnable rule."""
+    import pandas as pd
 
+    try:
+        from sklearn.datasets import load_wine
+    except ImportError:
+        import numpy as np
+
+        rng = np.random.default_rng(0)
+        centers = rng.normal(0, 2.0, size=(3, 13))
+        labels = rng.integers(0, 3, size=178)
+        X = centers[labels] + rng.normal(0, 1.0, size=(178, 13))
+        cols = [f"x{i}" for i in range(13)]
+        frame = pd.DataFrame(X, columns=cols).assign(target=labels)
+        return frame, cols, "target", "synthetic 3-class data (pip install scikit-learn for wine)"
+    frame = load_wine(as_frame=True).frame
+    cols = [c for c in frame.columns if c != "target"]
+    return frame, cols, "target", "scikit-learn's wine data"
+
+
+def quickstart(runs_root: str | None, overwrite: bool) -> int:
     from nnx_lab import (
         Activations,
         Devices,
@@ -21,29 +40,32 @@ def quickstart(runs_root: str | None, overwrite: bool) -> int:
         NNOptimParams,
         NNParams,
         NNSchedulerParams,
+        NNTabularDataset,
         NNTrainParams,
         Optims,
     )
 
-    g = torch.Generator().manual_seed(0)  # the same synthetic data on every call
-    X_train, y_train = torch.randn(256, 8, generator=g), torch.randint(0, 3, (256,), generator=g)
-    X_val, y_val = torch.randn(64, 8, generator=g), torch.randint(0, 3, (64,), generator=g)
-    train_loader = DataLoader(TensorDataset(X_train, y_train), batch_size=32, shuffle=True)
-    val_loader = DataLoader(TensorDataset(X_val, y_val), batch_size=32)
+    frame, features, target, source = _wine()
+    # 1. Data: train / validation / test splits, standardized on the training rows only
+    dataset = NNTabularDataset(
+        frame, features, target, batch_sizes=(16, None, None), seed=0, standardize=True
+    )
+    # 2. Model
     net_params = NNParams(
-        input_dim=8,
-        output_dim=3,
+        input_dim=dataset.input_dim,
+        output_dim=dataset.output_dim,
         hidden_dims=[32, 16],
         dropout_prob=0.1,
         activation=Activations.RELU,
     )
     model_params = NNModelParams(net=Nets.FEED_FWD, device=Devices.CPU, loss=Losses.CROSS_ENTROPY)
     model = NNModel(net_params=net_params, params=model_params)
+    # 3. Train
     train_params = NNTrainParams(
-        n_epochs=10,
+        n_epochs=20,
         seed=42,
-        train_loader=train_loader,
-        val_loader=val_loader,
+        train_loader=dataset.train_loader,
+        val_loader=dataset.val_loader,
         optim=NNOptimParams(
             name=Optims.ADAM,
             max_lr=1e-2,
@@ -62,20 +84,21 @@ def quickstart(runs_root: str | None, overwrite: bool) -> int:
     except FileExistsError as exc:
         print(f"error: {exc}\n(run again with --overwrite)", file=sys.stderr)
         return 1
-    result = model.predict(X=X_val)
-    final = run.idps[-1]
-    accuracy = float((result.classes == y_val).float().mean())
+    # 4. Use it: the held-out test split, never seen in training or selection
+    test = model.evaluate(dataset.test_loader)
+    result = model.predict(X=dataset.test_loader)
+    final = run.epochs[-1]
+    print(f"data: {source}, {dataset}")
     print(
-        f"trained {len(run.idps)} iterations over {final.epoch} epochs; "
+        f"trained {len(run.idps)} iterations over {final['epoch']} epochs; "
         f"status {run.status.value}; saved under {run.run_dir}/"
     )
     print(
-        f"final train loss {final.train_edp.loss:.4f}; validation loss "
-        f"{final.val_edp.loss:.4f}, accuracy {final.val_edp.accuracy:.3f}"
+        f"final validation loss {final['val']['loss']:.4f}, accuracy {final['val']['accuracy']:.3f}"
     )
     print(
-        f"predicted {len(result.classes)} samples (accuracy {accuracy:.3f} on random labels: "
-        "about 1/3 is expected)"
+        f"predicted {len(result.classes)} test samples: accuracy {test.accuracy:.3f} "
+        f"(chance is about {1 / dataset.output_dim:.2f})"
     )
     return 0
 
@@ -83,7 +106,9 @@ def quickstart(runs_root: str | None, overwrite: bool) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m nnx_lab", description="nnx-lab command line")
     sub = parser.add_subparsers(dest="command", required=True)
-    qs = sub.add_parser("quickstart", help="train the NNx §1 quickstart and print a summary")
+    qs = sub.add_parser(
+        "quickstart", help="train the NNx §1 quickstart on the wine data and print a summary"
+    )
     qs.add_argument("--runs-root", default=None, help="where runs are written (default ./runs)")
     qs.add_argument(
         "--overwrite", action="store_true", help="replace an earlier run of the same configuration"

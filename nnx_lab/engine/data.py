@@ -281,6 +281,9 @@ def _loader_identity(loader: Any, with_content: bool) -> tuple[dict[str, Any], l
     data set itself out (an explicit ``data_id`` names it)."""
     if isinstance(loader, DataLoader):
         ident, unknown = _pipeline_identity(loader)
+        declared = getattr(loader, "nnx_identity", None)  # e.g. a replayed split's digest
+        if isinstance(declared, dict):
+            ident["declared"] = declared
         if with_content:
             ident["dataset"], exact = _dataset_identity(loader.dataset)
             if not exact:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -127,11 +128,15 @@ def _cli(tmp_path):
     )
 
 
-def test_cli_quickstart_trains_and_summarizes(tmp_path):
+def test_cli_quickstart_learns_the_wine_data_and_summarizes(tmp_path):
     out = _cli(tmp_path)
     assert out.returncode == 0, out.stderr
+    assert "scikit-learn's wine data" in out.stdout
     assert "trained" in out.stdout
-    assert "predicted 64 samples" in out.stdout
+    val = float(re.search(r"final validation loss [\d.]+, accuracy ([\d.]+)", out.stdout)[1])
+    test = float(re.search(r"predicted 26 test samples: accuracy ([\d.]+)", out.stdout)[1])
+    assert val >= 0.85  # three classes: chance is a third
+    assert test >= 0.85
     again = _cli(tmp_path)  # the same configuration and data: refused, with the fix
     assert again.returncode == 1
     assert "--overwrite" in again.stderr

@@ -1,0 +1,168 @@
+"""Train-only feature standardization (§2.17), saved as JSON and never refitted on load."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = ["Standardizer", "StandardizerError"]
+
+_VERSION = 1
+
+
+class StandardizerError(ValueError):
+    """Rows the standardizer cannot transform, or a file it cannot load."""
+
+
+class Standardizer:
+    """Per-column ``(x - mean) / std`` with statistics fitted on training rows only.
+
+    The statistics are float64; a column with zero spread keeps its mean subtracted and
+    is divided by 1 (recorded in ``constant``). ``transform`` refuses missing, extra or
+    reordered columns, a width mismatch and non-finite values before anything reaches a
+    model, and returns float32 rows ready for ``model.predict``.
+    """
+
+    def __init__(self, columns: Sequence[str], mean: Sequence[float], std: Sequence[float]) -> None:
+        columns = [str(c) for c in columns]
+        mean_a = np.asarray(mean, dtype=np.float64)
+        std_a = np.asarray(std, dtype=np.float64)
+        if not (len(columns) == mean_a.shape[0] == std_a.shape[0]) or mean_a.ndim != 1:
+            raise StandardizerError(
+                f"Standardizer: {len(columns)} columns but {mean_a.shape} means and "
+                f"{std_a.shape} standard deviations; give one of each per column"
+            )
+        if not (np.isfinite(mean_a).all() and np.isfinite(std_a).all()) or (std_a <= 0).any():
+            raise StandardizerError(
+                "Standardizer: means must be finite and standard deviations finite and > 0"
+            )
+        self.columns = columns
+        self.mean = mean_a
+        self.std = std_a
+
+    @classmethod
+    def fit(cls, rows: Any, columns: Sequence[str]) -> Standardizer:
+        """Fit on ``rows`` (the training rows: an array, or a DataFrame with ``columns``)."""
+        X = _as_matrix(rows, list(columns), "fit")
+        if X.shape[0] == 0:
+            raise StandardizerError("Standardizer.fit: no rows to fit on")
+        mean = X.mean(axis=0)
+        std = X.std(axis=0)
+        std = np.where(std > 0, std, 1.0)
+        return cls(columns, mean, std)
+
+    @property
+    def constant(self) -> list[str]:
+        """Columns whose training values did not vary (their std was set to 1)."""
+        return [c for c, s in zip(self.columns, self.std, strict=True) if s == 1.0]
+
+    def transform(self, rows: Any) -> np.ndarray:
+        """Standardized float32 rows; refuses rows that do not match the fitted schema."""
+        X = _as_matrix(rows, self.columns, "transform")
+        return ((X - self.mean) / self.std).astype(np.float32)
+
+    def inverse_transform(self, rows: Any) -> np.ndarray:
+        X = _as_matrix(rows, self.columns, "inverse_transform")
+        return X * self.std + self.mean
+
+    # -- persistence -----------------------------------------------------------------------
+    def state(self) -> dict[str, Any]:
+        return {
+            "kind": "nnx_lab.Standardizer",
+            "version": _VERSION,
+            "columns": list(self.columns),
+            # repr round-trips a float64 exactly through JSON
+            "mean": [float(v) for v in self.mean],
+            "std": [float(v) for v in self.std],
+        }
+
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        from ..engine._io import atomic_write_json
+
+        path = Path(path)
+        atomic_write_json(path, self.state())
+        return path
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> Standardizer:
+        if not isinstance(state, dict) or state.get("kind") != "nnx_lab.Standardizer":
+            raise StandardizerError("not a Standardizer state (kind != 'nnx_lab.Standardizer')")
+        if state.get("version") != _VERSION:
+            raise StandardizerError(
+                f"Standardizer state version {state.get('version')!r}; this nnx_lab reads "
+                f"{_VERSION}"
+            )
+        return cls(state["columns"], state["mean"], state["std"])
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> Standardizer:
+        """Read a saved standardizer; it is never refitted."""
+        try:
+            state = json.loads(Path(path).read_text())
+        except (OSError, ValueError) as exc:
+            raise StandardizerError(f"{path}: cannot read a standardizer ({exc})") from None
+        return cls.from_state(state)
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, Standardizer)
+            and self.columns == other.columns
+            and np.array_equal(self.mean, other.mean)
+            and np.array_equal(self.std, other.std)
+        )
+
+    def __repr__(self) -> str:
+        return f"Standardizer(columns={self.columns})"
+
+
+def _as_matrix(rows: Any, columns: list[str], what: str) -> np.ndarray:
+    """Rows as a float64 matrix in the fitted column order, with every check."""
+    import pandas as pd
+
+    if isinstance(rows, pd.DataFrame):
+        got = [str(c) for c in rows.columns]
+        if got != columns:
+            missing = [c for c in columns if c not in got]
+            extra = [c for c in got if c not in columns]
+            if missing or extra:
+                problem = f"missing {missing}" if missing else ""
+                problem += ("; " if missing and extra else "") + (
+                    f"unexpected {extra}" if extra else ""
+                )
+            else:
+                problem = f"columns in another order: {got}"
+            raise StandardizerError(
+                f"Standardizer.{what}: the rows do not match the fitted columns {columns} "
+                f"({problem}); select them in order, e.g. rows[{columns!r}]"
+            )
+        try:
+            X = rows.to_numpy(dtype=np.float64)
+        except (TypeError, ValueError) as exc:
+            raise StandardizerError(
+                f"Standardizer.{what}: columns must be numeric ({exc})"
+            ) from None
+    else:
+        try:
+            X = np.asarray(rows, dtype=np.float64)
+        except (TypeError, ValueError) as exc:
+            raise StandardizerError(f"Standardizer.{what}: rows must be numeric ({exc})") from None
+        if X.ndim == 1 and len(columns) and X.shape[0] == len(columns):
+            X = X[None, :]
+        if X.ndim != 2 or X.shape[1] != len(columns):
+            raise StandardizerError(
+                f"Standardizer.{what}: rows of shape {X.shape}, the fitted schema has "
+                f"{len(columns)} columns {columns}"
+            )
+    finite = np.isfinite(X)
+    if not finite.all():
+        bad = sorted({columns[j] for j in np.nonzero(~finite)[1]})
+        raise StandardizerError(
+            f"Standardizer.{what}: non-finite values (NaN/inf) in {bad}; clean or impute "
+            "them before inference"
+        )
+    return X
