@@ -49,6 +49,7 @@ _EXPORTS: dict[str, str] = {
     "preprocessing": "nnx_lab.preprocessing",
     "TrainingMonitor": "nnx_lab.widgets",
     "list_runs": "nnx_lab.runs",
+    "request_stop": "nnx_lab.runs",
     "NNTabularDataset": "nnx_lab.data",
 }
 

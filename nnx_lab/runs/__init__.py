@@ -7,6 +7,7 @@ the Jupyter server extension and other processes can use it cheaply. The engine 
 runs through ``nnx_lab.engine`` and reads them through here.
 """
 
+from ._control import STOP_REQUEST, read_stop_request, request_stop
 from ._format import FORMAT_VERSION, canonical_json, run_id_for
 from ._ids import (
     RUN_ID_LENGTH,
@@ -35,6 +36,7 @@ __all__ = [
     "INTERRUPTED",
     "RUN_ID_LENGTH",
     "STALE_AFTER_S",
+    "STOP_REQUEST",
     "JsonlReader",
     "LogDamagedError",
     "RunRecordError",
@@ -45,6 +47,8 @@ __all__ = [
     "list_runs",
     "read_jsonl",
     "read_record",
+    "read_stop_request",
+    "request_stop",
     "resolve_runs_root",
     "run_dir",
     "run_id_for",

@@ -721,3 +721,27 @@ def test_a_folder_replaced_under_a_live_writer_is_never_written_into(runs_root):
         )
     assert sorted(p.name for p in usurper.dir.iterdir()) == ["metadata.yaml"]
     assert "someone else" in (usurper.dir / "metadata.yaml").read_text()
+
+
+# -- a stop requested from outside the process ---------------------------------------------
+def test_a_stop_request_file_stops_a_run_in_another_process(runs_root):
+    from nnx_lab import request_stop
+
+    proc = _worker(runs_root, epochs=200, sleep=0.01)
+    try:
+        assert _wait_for(lambda: _the_run(runs_root) is not None)
+        run_id = _the_run(runs_root).name
+        assert _wait_for(lambda: (runs_root / run_id / "metrics.jsonl").exists())
+        request_stop(run_id, runs_root, reason="stopped from the runs panel", by="tester")
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert "done stopped" in out, err
+    run = NNRun.load(run_id, runs_root=runs_root)
+    assert run.status.value == "stopped"
+    assert run.metadata["stop_reason"] == "stopped from the runs panel by tester"
+    assert (runs_root / run_id / "checkpoints" / "last.json").is_file()  # LAST written
+    with pytest.raises(ValueError, match="is stopped, not running"):
+        request_stop(run_id, runs_root)
+    with pytest.raises(ValueError, match="not a run id"):
+        request_stop("../x", runs_root)

@@ -47,6 +47,7 @@ EXPECTED = {
     "__version__",
     "events",
     "list_runs",
+    "request_stop",
     "precision",
     "precision_support",
 }

@@ -1,7 +1,9 @@
 """The run directory's records: ``metadata.yaml`` kept true to the run while it lives.
 
 While the run trains, a watchdog thread refreshes the heartbeat in ``metadata.yaml``
-every ``HEARTBEAT_S`` seconds (nothing on the training loop's path) and checks that the
+every ``HEARTBEAT_S`` seconds (nothing on the training loop's path), looks twice a
+second for a stop request written into the folder by another process
+(``nnx_lab.runs.request_stop``: the runs panel's Stop, a launcher), and checks that the
 run directory is still the one this run created: a folder deleted or replaced under a
 live run ends it as "failed" with that reason, instead of a run that goes on logging
 into a deleted file, and the records of whoever replaced it are never overwritten. At
@@ -15,13 +17,15 @@ import threading
 import time
 from typing import Any
 
-from ...runs import HEARTBEAT_S
+from ...runs import HEARTBEAT_S, read_stop_request
 from ..enums import RunStatus
 from ..errors import RunDirectoryError
 from ..events import EpochEnded, RunFinished, RunStarted, TrainingControl
 from ..runs import write_metadata
 
-__all__ = ["RunRecorder"]
+__all__ = ["STOP_POLL_S", "RunRecorder"]
+
+STOP_POLL_S = 0.5  # how often the watchdog looks for a stop request
 
 
 class RunRecorder:
@@ -69,7 +73,18 @@ class RunRecorder:
         self._thread.start()
 
     def _watch(self) -> None:
-        while not self._stop.wait(self.heartbeat_s):
+        next_beat = time.monotonic() + self.heartbeat_s
+        asked = False
+        while not self._stop.wait(min(STOP_POLL_S, self.heartbeat_s)):
+            if not asked and self._control is not None:
+                request = read_stop_request(self.run.run_dir)
+                if request is not None:
+                    asked = True
+                    by = f" by {request['by']}" if request.get("by") else ""
+                    self._control.request_stop(f"{request.get('reason', 'stop requested')}{by}")
+            if time.monotonic() < next_beat:
+                continue
+            next_beat = time.monotonic() + self.heartbeat_s
             self.run.metadata["heartbeat"] = time.time()
             try:
                 self._write()
