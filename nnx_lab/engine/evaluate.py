@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -42,6 +43,7 @@ def evaluate(
     *,
     device: torch.device | None = None,
     precision: ResolvedPrecision | None = None,
+    reduce: Callable[[torch.Tensor], Any] | None = None,
 ) -> EDP:
     """Metrics of ``net`` over every batch of ``loader``: the split's mean loss, and for
     classification its accuracy, error, precision, recall and F1.
@@ -49,6 +51,8 @@ def evaluate(
     The loss is averaged over what the loss averages over (valid targets, output
     elements, or rows for a custom loss), so the value equals one pass of the loss over
     the whole split. Outputs are scored in float32 whatever the precision policy.
+    ``reduce`` sums the split's statistics across ranks (a data-parallel run, where each
+    rank evaluates its shard): every rank then gets the metrics of the whole split.
     """
     if device is None:
         device = next(net.parameters()).device
@@ -65,6 +69,15 @@ def evaluate(
             elements += int(out.numel())
             if conf is not None:
                 conf += task.confusion(task.decode(out), y)
+    if reduce is not None:
+        counts = torch.tensor([rows, elements], dtype=torch.float64, device=device)
+        parts = [loss_sum.reshape(1), counts]
+        if conf is not None:
+            parts.append(conf.reshape(-1).to(torch.float64))
+        packed = reduce(torch.cat(parts))
+        loss_sum, rows, elements = packed[0], int(packed[1]), int(packed[2])
+        if conf is not None:
+            conf = packed[3:].reshape(k + 1, k).round().long()  # type: ignore[operator]
     if rows == 0:
         return EDP(loss=math.nan, samples=0)
     host = None if conf is None else conf[:k].cpu().numpy()

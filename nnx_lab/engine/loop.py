@@ -144,9 +144,14 @@ class TrainStep:
 class _StepBuffer:
     """Per-step values held on the device until the next bulk read-back."""
 
-    def __init__(self, task: Task, loss: LossFn) -> None:
+    def __init__(
+        self, task: Task, loss: LossFn, reduce: Callable[[torch.Tensor], Any] | None = None
+    ) -> None:
+        """``reduce`` sums a tensor across ranks (a data-parallel run): the records are
+        then the union's."""
         self.task = task
         self.by_target = loss.per == "target"
+        self.reduce = reduce
         self.clear()
 
     def clear(self) -> None:
@@ -178,7 +183,16 @@ class _StepBuffer:
             return [], None, []
         loss_host = torch.stack(self.losses).tolist()
         task = self.task
-        if task.k is None:
+        conf = None
+        if task.k is not None:
+            preds = torch.cat([p.reshape(-1) for p in self.preds]).cpu().numpy()
+            truth = torch.cat([y.reshape(-1) for y in self.targets]).cpu().numpy()
+            counts = [p.numel() for p in self.preds]
+            steps = np.repeat(np.arange(len(counts)), counts)
+            conf = task.confusion_host(steps, truth.astype(np.int64), preds, len(counts))
+        if self.reduce is not None:
+            self._union(conf)
+        if conf is None:
             records = [
                 StepRecord(step, epoch, batch, lr, n, loss)
                 for (step, epoch, batch, lr, n), loss in zip(self.meta, loss_host, strict=True)
@@ -186,11 +200,6 @@ class _StepBuffer:
             weights = [float(r.samples) for r in records]
             self.clear()
             return records, None, weights
-        preds = torch.cat([p.reshape(-1) for p in self.preds]).cpu().numpy()
-        truth = torch.cat([y.reshape(-1) for y in self.targets]).cpu().numpy().astype(np.int64)
-        counts = [p.numel() for p in self.preds]
-        steps = np.repeat(np.arange(len(counts)), counts)
-        conf = task.confusion_host(steps, truth, preds, len(counts))
         values = finalize(conf, task.kind)
         valid = conf.sum((1, 2))
         columns = zip(
@@ -209,6 +218,17 @@ class _StepBuffer:
             weights.append(float(count) if self.by_target else float(n))
         self.clear()
         return records, conf.sum(0), weights
+
+    def _union(self, conf: np.ndarray | None) -> None:
+        """Sum the steps' rows (and confusion matrices, in place) across the ranks."""
+        rows = np.array([m[4] for m in self.meta], dtype=np.float64)
+        packed = rows if conf is None else np.concatenate([rows, conf.reshape(-1)])
+        device = self.losses[0].device
+        total = self.reduce(torch.from_numpy(packed).to(device)).cpu().numpy()  # type: ignore[misc]
+        n = len(rows)
+        self.meta = [(*m[:4], int(r)) for m, r in zip(self.meta, total[:n], strict=True)]
+        if conf is not None:
+            conf[...] = total[n:].reshape(conf.shape).astype(conf.dtype)
 
 
 @dataclass(frozen=True)
@@ -247,7 +267,9 @@ class TrainingLoop:
         diagnose: Callable[[Any, str, str], Exception | None] | None = None,
     ) -> None:
         """``diagnose(batch, field, where)`` explains, after a step failed, why a batch
-        cannot train this model (a DataError naming it), or returns None."""
+        cannot train this model (a DataError naming it), or returns None. With a
+        ``DistributedTrainStep`` the loop is one rank of a data-parallel run: records and
+        validation are the union's, and the ranks stop together."""
         self.train_step = step
         self.params = params
         self.optimizer = step.updater.optimizer
@@ -259,7 +281,9 @@ class TrainingLoop:
         self.n_epochs = params.n_epochs if n_epochs is None else n_epochs
         self.planned_epochs = self.n_epochs if planned_epochs is None else planned_epochs
         self.topology = optimizer_topology([g["params"] for g in self.optimizer.param_groups])
-        self.buffer = _StepBuffer(step.task, step.loss)
+        self.collective = getattr(step, "collective", None)
+        self.reduce = None if self.collective is None else self.collective.sum
+        self.buffer = _StepBuffer(step.task, step.loss, self.reduce)
         self.step = 0  # optimizer steps completed
         self.epoch = 0  # epochs completed
         self.best_value: float | None = None
@@ -347,6 +371,8 @@ class TrainingLoop:
             self._last_epoch = self.epoch + self.n_epochs
             while self.epoch < self._last_epoch and not control.stop_requested:
                 self._train_epoch(self.epoch + 1)
+                if self.collective is not None:
+                    self._agree_at_epoch_end()
             if control.failure is not None:
                 raise control.failure
             stopped_early = self.epoch < self._last_epoch  # a stop after the last epoch finishes
@@ -435,6 +461,8 @@ class TrainingLoop:
                 if batch_index == skip - 1 and rng_after_skip is not None:
                     rng_after_skip.restore()
                 continue
+            if self.collective is not None:  # a stop asked here travels with this step
+                step.stop_flag = 1.0 if control.stop_requested else 0.0
             try:
                 X, y = batch
                 X = X.to(device, non_blocking=True)
@@ -452,13 +480,15 @@ class TrainingLoop:
                 self._explain(exc, raw or [(batch_index, batch)], epoch)
                 raise
             self.step += 1
+            if self.collective is not None and step.stop_agreed and not control.stop_requested:
+                control.request_stop("stop requested on another rank")
             buffer.add(out, self.step, epoch, batch_index // accum, param_groups[0]["lr"])
             self._mid_epoch_batches = batch_index + 1
             if emit_steps:
                 bus.emit(StepEnded(self.step, epoch, batch_index // accum, out.rows))
             if len(buffer) >= log_every:
                 self._flush_steps()
-            if control.stop_requested:
+            if control.stop_requested and (self.collective is None or step.stop_agreed):
                 if control.failure is not None:
                     raise control.failure
                 return
@@ -475,6 +505,13 @@ class TrainingLoop:
         if batch_index < 0:
             raise RuntimeError("NNTrainParams.train_loader yielded no batch this epoch")
         self._end_epoch(epoch, t0)
+
+    def _agree_at_epoch_end(self) -> None:
+        """A stop asked during validation or an epoch's end reaches every rank here."""
+        device = self.train_step.device
+        flag = torch.tensor([1.0 if self.control.stop_requested else 0.0], device=device)
+        if float(self.collective.sum(flag)[0]) > 0 and not self.control.stop_requested:
+            self.control.request_stop("stop requested on another rank")
 
     def _explain(self, exc: Exception, batches: list[tuple[int, Any]], epoch: int) -> None:
         """Raise a DataError naming the batch that broke a step, when a check finds one."""
@@ -534,6 +571,7 @@ class TrainingLoop:
                     step.task,
                     device=step.device,
                     precision=step.precision,
+                    reduce=self.reduce,
                 )
             except Exception as exc:
                 self._explain_validation(exc, epoch)

@@ -17,6 +17,7 @@ import torch
 
 from ..runs import FORMAT_VERSION, resolve_runs_root, writer_identity
 from .checkpoint import NNCheckpoint
+from .collective import Collective, DistributedTrainStep
 from .data import (
     batch_problem,
     check_loader,
@@ -86,6 +87,41 @@ def _device(kind: Devices) -> torch.device:
             "no MPS device is present; use Devices.get() or Devices.CPU",
         )
     return torch.device(kind.value)
+
+
+def _check_distributed(distributed: Any, params: NNTrainParams) -> None:
+    if not isinstance(distributed, Collective):
+        raise ConfigError(
+            "distributed", distributed, "pass nnx_lab.distributed.DDP() (after init_process_group)"
+        )
+    for name, maker in (("train_loader", "train_loader"), ("val_loader", "validation_loader")):
+        loader = getattr(params, name)
+        if loader is not None and not getattr(loader, "nnx_distributed", False):
+            raise ConfigError(
+                f"NNTrainParams.{name}",
+                type(loader).__name__,
+                f"under distributed= every rank needs its share of the data: use "
+                f"nnx_lab.distributed.{maker}(dataset, batch_size)",
+            )
+
+
+@contextlib.contextmanager
+def _agreed(distributed: Any, what: str) -> Iterator[None]:
+    """Run a block on every rank; a refusal on any rank is raised on all of them, so no
+    rank goes on to train alone (and hang)."""
+    if distributed is None:
+        yield
+        return
+    error: BaseException | None = None
+    try:
+        yield
+    except Exception as exc:
+        error = exc
+    message = distributed.agree(None if error is None else f"{type(error).__name__}: {error}")
+    if error is not None:
+        raise error
+    if message is not None:
+        raise RuntimeError(f"another rank could not {what}: {message}")
 
 
 def _refuse_loss_ref(loss: Any) -> None:
@@ -172,15 +208,22 @@ class NNModel:
         callbacks: Sequence[Any] = (),
         components: Sequence[Any] = (),
         control: TrainingControl | None = None,
+        *,
+        distributed: Any = None,
     ) -> NNRun:
         """Train and record a run; every check runs before the run directory exists.
 
         ``callbacks`` are event sinks (or NNx-style callbacks, or NNx's legacy
         ``fn(idps)``); ``components`` are extra objects whose ``state_dict()`` travels
         with checkpoints; ``control`` lets another thread stop the run between steps.
+        ``distributed=nnx_lab.distributed.DDP()`` makes this process one rank of a
+        data-parallel run (docs/distributed.md): rank 0 writes the run, every rank
+        returns the same ``NNRun``.
         """
         if not isinstance(params, NNTrainParams):
             raise ConfigError("params", params, "pass an NNTrainParams(...)")
+        if distributed is not None:
+            _check_distributed(distributed, params)
         callbacks, components = list(callbacks), list(components)
         for cb in callbacks:
             check_callback(cb)
@@ -209,14 +252,27 @@ class NNModel:
             "data": data_identity(params.train_loader, params.val_loader, params.data_id),
             "initial_weights": None if resume else self.weights_digest(),
         }
+        if distributed is not None and self.net_params.dropout_prob > 0:
+            # Each rank draws its own dropout masks: the result depends on the world size.
+            config["distributed"] = {"world_size": distributed.world_size}
         run_id = run_id_for(config)
-        existing = inspect_existing(root, run_id)
-        if existing is not None:
-            existing_run_error(root, run_id, existing, params.overwrite_existing)
+        writer = distributed is None or distributed.rank == 0
+        existing = None
+        with _agreed(distributed, "check the run"):
+            if writer:
+                existing = inspect_existing(root, run_id)
+                if existing is not None:
+                    existing_run_error(root, run_id, existing, params.overwrite_existing)
 
         # -- side effects start here --------------------------------------------------------
-        run, lock = self._open_run(root, run_id, config, params, precision, existing)
-        recorder = RunRecorder(run, lock)
+        lock: Any = None
+        recorder: RunRecorder | None = None
+        with _agreed(distributed, "reserve the run directory"):
+            if writer:
+                run, lock = self._open_run(root, run_id, config, params, precision, existing)
+                recorder = RunRecorder(run, lock)
+            else:  # another rank: the same run, in memory; rank 0 writes it
+                run = self._rank_run(root, run_id, config, precision)
         try:
             loop = self._assemble(
                 run,
@@ -228,24 +284,43 @@ class NNModel:
                 callbacks,
                 components,
                 control or TrainingControl(),
+                distributed,
             )
         except BaseException as exc:  # never leave a run "running" behind
-            run.status = RunStatus.FAILED
-            run.metadata.update(status=RunStatus.FAILED.value, error=f"{type(exc).__name__}: {exc}")
-            with contextlib.suppress(OSError):
-                write_metadata(run)
-            lock.release()
+            if writer:
+                run.status = RunStatus.FAILED
+                run.metadata.update(
+                    status=RunStatus.FAILED.value, error=f"{type(exc).__name__}: {exc}"
+                )
+                with contextlib.suppress(OSError):
+                    write_metadata(run)
+                lock.release()
             raise
         self.precision, self._task = precision, task
         outcome = loop.run()
         if outcome.raised is not None:
             raise outcome.raised
+        if distributed is not None:
+            distributed.barrier()  # rank 0 has written everything once the others return
+        return run
+
+    def _rank_run(
+        self, root: Any, run_id: str, config: dict[str, Any], precision: ResolvedPrecision
+    ) -> NNRun:
+        run = NNRun(
+            id=run_id,
+            run_dir=root / run_id,
+            config=config,
+            status=RunStatus.RUNNING,
+            precision=precision,
+        )
+        self.last_run = run
         return run
 
     def _assemble(
         self,
         run: NNRun,
-        recorder: RunRecorder,
+        recorder: RunRecorder | None,
         params: NNTrainParams,
         precision: ResolvedPrecision,
         task: Task,
@@ -253,8 +328,10 @@ class NNModel:
         callbacks: list[Any],
         components: list[Any],
         control: TrainingControl,
+        distributed: Any = None,
     ) -> TrainingLoop:
-        """The loop and its handlers, with the resumed state applied."""
+        """The loop and its handlers (a non-writing rank gets only the run's history and
+        the callbacks), with the resumed state applied."""
         for obj in (*callbacks, *components):
             reset = getattr(obj, "reset", None)
             if callable(reset):
@@ -263,13 +340,22 @@ class NNModel:
         optimizer = build_optimizer(trainable_groups(self.net), params.optim)
         scaler = torch.amp.GradScaler(self.device.type) if precision.uses_scaler else None
         updater = Updater(optimizer, scaler, precision, params.optim.grad_clip_norm)
-        bus = EventBus([run, recorder, JsonlLogger(run.run_dir / "metrics.jsonl")])
-        if params.progress and not tqdm_disabled():
-            bus.add(ProgressBar())
+        bus = EventBus([run])
+        if recorder is not None:
+            bus.add(recorder)
+            bus.add(JsonlLogger(run.run_dir / "metrics.jsonl"))
+            if params.progress and not tqdm_disabled():
+                bus.add(ProgressBar())
         for sink in adapt_callbacks(callbacks, self, run):
             bus.add(sink)
+        parts = (self.net, self._loss, task, self.device, precision, updater)
+        step = (
+            TrainStep(*parts)
+            if distributed is None
+            else DistributedTrainStep(*parts, collective=distributed)
+        )
         loop = TrainingLoop(
-            TrainStep(self.net, self._loss, task, self.device, precision, updater),
+            step,
             params,
             scheduler=build_scheduler(optimizer, params.scheduler),
             bus=bus,
@@ -287,16 +373,17 @@ class NNModel:
             "net_params": run.config["net"],
             "model_params": run.config["model"],
         }
-        bus.add(
-            CheckpointPolicy(
-                run.run_dir,
-                loop,
-                meta,
-                params.checkpoint_every_s,
-                bus.emit,
-                gone=recorder.gone_reason,
+        if recorder is not None:
+            bus.add(
+                CheckpointPolicy(
+                    run.run_dir,
+                    loop,
+                    meta,
+                    params.checkpoint_every_s,
+                    bus.emit,
+                    gone=recorder.gone_reason,
+                )
             )
-        )
         if resume is not None:
             resume.apply(self, loop, run, [*callbacks, *components])
         return loop

@@ -140,6 +140,14 @@ class NNRun:
     def on_run_finished(self, event: RunFinished) -> None:
         self.status = RunStatus(event.status)
         self.error = event.error
+        self.metadata.update(
+            status=event.status,
+            error=event.error,
+            stop_reason=event.stop_reason,
+            finished_at=event.time,
+            steps=event.steps,
+            epochs_completed=event.epochs_completed,
+        )
 
     def replay(self, events: Any) -> None:
         """Fill idps and epochs from events, as a live run does."""

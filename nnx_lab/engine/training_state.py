@@ -61,6 +61,24 @@ def _sampler_generator(loader: Any) -> torch.Generator | None:
     return None
 
 
+def _batch_sampler_generator(loader: Any) -> torch.Generator | None:
+    """A batch sampler's own generator (e.g. a data-parallel loader's shard sampler)."""
+    gen = getattr(getattr(loader, "batch_sampler", None), "generator", None)
+    if isinstance(gen, torch.Generator) and gen not in (
+        _loader_generator(loader),
+        _sampler_generator(loader),
+    ):
+        return gen
+    return None
+
+
+_GENERATORS = {
+    "loader_generators": _loader_generator,
+    "sampler_generators": _sampler_generator,
+    "batch_sampler_generators": _batch_sampler_generator,
+}
+
+
 def _mps_available() -> bool:
     mps = getattr(torch.backends, "mps", None)
     return bool(mps is not None and mps.is_available())
@@ -77,6 +95,7 @@ class RngState:
     numpy: tuple[Any, ...] | None = None
     loader_generators: list[torch.Tensor | None] = field(default_factory=list)
     sampler_generators: list[torch.Tensor | None] = field(default_factory=list)
+    batch_sampler_generators: list[torch.Tensor | None] = field(default_factory=list)
 
     @classmethod
     def capture(cls, loaders: Sequence[Any] = (), *, host: bool = True) -> RngState:
@@ -86,14 +105,10 @@ class RngState:
             torch_cpu=torch.get_rng_state(),
             torch_cuda=torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
             torch_mps=torch.mps.get_rng_state() if _mps_available() else None,
-            loader_generators=[
-                g.get_state() if (g := _loader_generator(ld)) is not None else None
-                for ld in loaders
-            ],
-            sampler_generators=[
-                g.get_state() if (g := _sampler_generator(ld)) is not None else None
-                for ld in loaders
-            ],
+            **{
+                name: [g.get_state() if (g := find(ld)) is not None else None for ld in loaders]
+                for name, find in _GENERATORS.items()
+            },
         )
         if host:
             version, internal, gauss = random.getstate()
@@ -117,14 +132,11 @@ class RngState:
             torch.cuda.set_rng_state_all(self.torch_cuda)
         if self.torch_mps is not None and _mps_available():
             torch.mps.set_rng_state(self.torch_mps)
-        for loader, saved in zip(loaders, self.loader_generators, strict=False):
-            gen = _loader_generator(loader)
-            if saved is not None and gen is not None:
-                gen.set_state(saved)
-        for loader, saved in zip(loaders, self.sampler_generators, strict=False):
-            gen = _sampler_generator(loader)
-            if saved is not None and gen is not None:
-                gen.set_state(saved)
+        for name, find in _GENERATORS.items():
+            for loader, saved in zip(loaders, getattr(self, name), strict=False):
+                gen = find(loader)
+                if saved is not None and gen is not None:
+                    gen.set_state(saved)
 
     def to_tree(self) -> dict[str, Any]:
         tree = {f.name: getattr(self, f.name) for f in fields(self)}

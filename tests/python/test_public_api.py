@@ -33,6 +33,7 @@ EXPECTED = {
     "NNParams",
     "NNRun",
     "NNSchedulerParams",
+    "NNTabularDataset",
     "NNTrainParams",
     "Nets",
     "Optims",
@@ -45,11 +46,13 @@ EXPECTED = {
     "TrainingMonitor",
     "TrainingState",
     "__version__",
+    "data_splits",
     "events",
     "list_runs",
     "request_stop",
     "precision",
     "precision_support",
+    "preprocessing",
 }
 
 
@@ -57,7 +60,7 @@ def test_the_exported_names_are_pinned():
     assert set(nnx_lab.__all__) == EXPECTED
 
 
-MODULES = {"events", "precision"}
+MODULES = {"events", "precision", "data_splits", "preprocessing"}
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED - {"__version__"}))

@@ -113,6 +113,7 @@ class RunRecorder:
 
     # -- the end ---------------------------------------------------------------------------
     def on_run_finished(self, event: RunFinished) -> None:
+        """Write the end the run's own record holds (``NNRun`` hears the event first)."""
         self._stop_watch()
         run = self.run
         run.status = RunStatus(event.status)
@@ -121,7 +122,7 @@ class RunRecorder:
             status=event.status,
             error=event.error,
             stop_reason=event.stop_reason,
-            finished_at=time.time(),
+            finished_at=event.time,
             heartbeat=time.time(),
             steps=event.steps,
             epochs_completed=event.epochs_completed,

@@ -1,0 +1,67 @@
+"""The process group: torchrun's env:// rendezvous, gloo on CPU, NCCL with CUDA."""
+
+from __future__ import annotations
+
+import datetime
+import os
+
+import torch
+import torch.distributed as dist
+
+__all__ = ["init_process_group", "is_initialized", "rank", "shutdown", "world_size"]
+
+_ENV = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+
+
+def init_process_group(backend: str | None = None, timeout_s: float = 1800.0) -> None:
+    """Join the group torchrun set up (``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``,
+    ``MASTER_PORT`` in the environment). The backend is NCCL when CUDA is present, else
+    gloo; on CUDA each rank takes the device ``LOCAL_RANK``. Joining twice is a no-op."""
+    if dist.is_initialized():
+        return
+    missing = [v for v in _ENV if v not in os.environ]
+    if missing:
+        raise RuntimeError(
+            f"distributed.init_process_group: {', '.join(missing)} not set; start this "
+            "script with torchrun (python -m torch.distributed.run --nproc_per_node=N "
+            "script.py) or nnx_lab.launch(...)"
+        )
+    if backend is None:
+        backend = "nccl" if torch.cuda.is_available() else "gloo"
+    if backend == "nccl":
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    dist.init_process_group(
+        backend=backend, init_method="env://", timeout=datetime.timedelta(seconds=timeout_s)
+    )
+
+
+def is_initialized() -> bool:
+    return dist.is_available() and dist.is_initialized()
+
+
+def rank() -> int:
+    return dist.get_rank() if is_initialized() else 0
+
+
+def world_size() -> int:
+    return dist.get_world_size() if is_initialized() else 1
+
+
+def shutdown(timeout_s: float = 30.0) -> None:
+    """Leave together: a barrier bounded by ``timeout_s``, then the group is destroyed.
+
+    A rank that never reaches the barrier (it failed) does not hold the others for
+    longer than the timeout; the group is destroyed either way.
+    """
+    if not is_initialized():
+        return
+    try:
+        if dist.get_backend() == "gloo":
+            dist.monitored_barrier(timeout=datetime.timedelta(seconds=timeout_s))
+        else:
+            work = dist.barrier(async_op=True)
+            work.wait(timeout=datetime.timedelta(seconds=timeout_s))
+    except RuntimeError:
+        pass  # a rank is gone: leave anyway
+    finally:
+        dist.destroy_process_group()

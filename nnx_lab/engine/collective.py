@@ -1,0 +1,114 @@
+"""Training across processes: what the loop needs from torch.distributed.
+
+A ``Collective`` (``nnx_lab.distributed.DDP()`` is the one users make) gives the rank,
+the world size, a summing all-reduce, and the network wrapped in torch's
+``DistributedDataParallel``. With it, each optimizer update equals the update on the
+union of the ranks' batches, also when the ranks' batches differ in size: every rank
+scales its summed loss by ``world / N``, where ``N`` is the union's weight (valid targets,
+output elements or rows), so DDP's averaging of the gradients gives the gradient of the
+union's mean loss. One small all-reduce per update carries the ranks' summed losses,
+their weights and their stop requests, so every rank records the same loss and stops at
+the same step. Metrics are summed across ranks before they are finalized.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Protocol, runtime_checkable
+
+import torch
+
+from .loop import StepOutput, TrainStep
+
+__all__ = ["Collective", "DistributedTrainStep"]
+
+
+@runtime_checkable
+class Collective(Protocol):
+    rank: int
+    world_size: int
+
+    def wrap(self, net: torch.nn.Module) -> torch.nn.Module:
+        """The network as the ranks train it (DistributedDataParallel)."""
+
+    def sum(self, tensor: torch.Tensor) -> torch.Tensor:
+        """All-reduce ``tensor`` in place (SUM across ranks) and return it."""
+
+    def agree(self, message: str | None) -> str | None:
+        """Every rank learns the first non-empty ``message`` of any rank (or None)."""
+
+    def barrier(self) -> None: ...
+
+
+class DistributedTrainStep(TrainStep):
+    """``TrainStep`` for one rank of a data-parallel run."""
+
+    def __init__(self, *args: Any, collective: Collective, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.collective = collective
+        self.ddp_net = collective.wrap(self.net)
+        self.stop_flag = 0.0  # set by the loop when this rank was asked to stop
+        self.stop_agreed = False  # set when any rank asked
+
+    def _weight(self, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        loss = self.loss
+        if loss.per == "target":
+            return (y != loss.ignore_index).sum().to(torch.float32)
+        if loss.per == "element":
+            return torch.tensor(float(out.numel()), device=out.device)
+        return torch.tensor(float(y.shape[0]), device=out.device)
+
+    def _total(self, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        loss = self.loss
+        return loss.total(out, y) if loss.per != "row" else loss(out, y) * y.shape[0]
+
+    def _exchange(self, total: torch.Tensor, weight: torch.Tensor) -> tuple[Any, Any]:
+        stats = torch.stack(
+            [
+                total.detach().float().reshape(()),
+                weight.reshape(()),
+                torch.tensor(self.stop_flag, device=weight.device),
+            ]
+        )
+        self.collective.sum(stats)
+        self.stop_agreed = bool(stats[2] > 0) or self.stop_agreed
+        return stats[0], stats[1].clamp_min(1.0)
+
+    def __call__(self, X: torch.Tensor, y: torch.Tensor, step_number: int = 0) -> StepOutput:
+        self.updater.zero_grad()
+        with self._autocast():
+            out = self.ddp_net(X)
+            total = self._total(out, y)
+        union_sum, union_weight = self._exchange(total, self._weight(out, y))
+        self.updater.backward(total * (self.collective.world_size / union_weight))
+        self.updater.step(step_number=step_number)
+        preds = self.task.decode(out.detach()) if self._decode else None
+        return StepOutput((union_sum / union_weight).detach(), preds, y, int(y.shape[0]))
+
+    def accumulated(
+        self, window: list[tuple[torch.Tensor, torch.Tensor]], step_number: int = 0
+    ) -> StepOutput:
+        self.updater.zero_grad()
+        outs, totals, weights = [], [], []
+        for i, (X, y) in enumerate(window):
+            # gradients are synchronized once, on the window's last micro-batch
+            sync = i == len(window) - 1
+            context = contextlib.nullcontext() if sync else self.ddp_net.no_sync()
+            with context:
+                with self.precision.autocast():
+                    out = self.ddp_net(X)
+                    total = self._total(out, y)
+                # weights are known before the exchange: scale after it, unscale nothing
+                totals.append(total)
+                weights.append(self._weight(out, y))
+                outs.append(out)
+                if not sync:
+                    self.updater.backward(total)
+        union_sum, union_weight = self._exchange(
+            torch.stack([t.detach().float() for t in totals]).sum(), torch.stack(weights).sum()
+        )
+        self.updater.backward(totals[-1])
+        self.updater.step(union_weight / self.collective.world_size, step_number=step_number)
+        preds = torch.cat([self.task.decode(o.detach()) for o in outs]) if self._decode else None
+        y_all = torch.cat([y for _, y in window])
+        return StepOutput((union_sum / union_weight).detach(), preds, y_all, int(y_all.shape[0]))

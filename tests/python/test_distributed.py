@@ -1,0 +1,130 @@
+"""Data-parallel training on torch.distributed, in real processes (torchrun, gloo, CPU).
+
+Each test starts ``ddp_worker.py`` under ``python -m torch.distributed.run`` with two
+processes, and compares with the same script run as one process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from nnx_lab import NNRun
+
+HERE = Path(__file__).parent
+ROOT = HERE.parents[1]
+WORKER = HERE / "ddp_worker.py"
+
+
+def _env():
+    return {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+
+
+def run_ranks(tmp_path, nproc, *args, name="out", timeout=240):
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    out = tmp_path / name
+    cmd = [sys.executable, str(WORKER), "--out", str(out), *map(str, args)]
+    if nproc:
+        cmd = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            f"--nproc_per_node={nproc}",
+            *cmd[1:],
+        ]
+    else:
+        cmd.append("--single")
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=_env(), timeout=timeout)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    records = [json.loads(p.read_text()) for p in sorted(tmp_path.glob(f"{name}.*"))]
+    return sorted(records, key=lambda r: r["rank"])
+
+
+def _same_weights(a, b, atol):
+    for name in a["weights"]:
+        ta, tb = torch.tensor(a["weights"][name]), torch.tensor(b["weights"][name])
+        assert torch.allclose(ta, tb, atol=atol, rtol=0), (name, (ta - tb).abs().max())
+
+
+@pytest.mark.parametrize("precision", [None, "bf16"])
+def test_two_ranks_of_16_equal_one_process_of_32(tmp_path, precision):
+    extra = [] if precision is None else ["--precision", precision]
+    two = run_ranks(tmp_path / "two", 2, "--root", tmp_path / "r2", "--batch", 16, *extra)
+    one = run_ranks(tmp_path / "one", 0, "--root", tmp_path / "r1", "--batch", 32, *extra)
+    assert [r["world"] for r in two] == [2, 2]
+    assert two[0]["digest"] == two[1]["digest"]  # the ranks hold the same weights
+    assert two[0]["run_id"] == two[1]["run_id"] == one[0]["run_id"]  # no dropout: same id
+    atol = 1e-6 if precision is None else 1e-2
+    _same_weights(two[0], one[0], atol)
+    assert two[0]["losses"] == pytest.approx(
+        one[0]["losses"], rel=1e-5 if precision is None else 2e-2
+    )
+    assert two[0]["steps"] == one[0]["steps"] == 8  # 128 rows / 32, two epochs
+
+
+def test_validation_counts_every_sample_of_an_odd_set_once(tmp_path):
+    two = run_ranks(tmp_path / "two", 2, "--root", tmp_path / "r2", "--n-val", 33)
+    one = run_ranks(tmp_path / "one", 0, "--root", tmp_path / "r1", "--batch", 32, "--n-val", 33)
+    assert two[0]["val"]["samples"] == two[1]["val"]["samples"] == 33
+    assert two[0]["val"]["loss"] == pytest.approx(one[0]["val"]["loss"], rel=1e-5)
+    assert two[0]["val"]["accuracy"] == one[0]["val"]["accuracy"]
+
+
+def test_an_uneven_last_batch_and_accumulation_still_equal_the_union(tmp_path):
+    # 120 rows, global batch 32: the last global batch has 24 rows (12 per rank)
+    two = run_ranks(
+        tmp_path / "two", 2, "--root", tmp_path / "r2", "--n-train", 120, "--accumulation", 2
+    )
+    one = run_ranks(
+        tmp_path / "one",
+        0,
+        "--root",
+        tmp_path / "r1",
+        "--batch",
+        32,
+        "--n-train",
+        120,
+        "--accumulation",
+        2,
+    )
+    _same_weights(two[0], one[0], 1e-6)
+
+
+def test_rank_zero_writes_the_run_and_every_rank_returns_it(tmp_path):
+    two = run_ranks(tmp_path, 2, "--root", tmp_path / "r")
+    runs = [p for p in (tmp_path / "r").iterdir() if not p.name.startswith(".")]
+    assert [p.name for p in runs] == [two[0]["run_id"]]
+    loaded = NNRun.load(two[0]["run_id"], runs_root=tmp_path / "r")
+    assert loaded.status.value == "finished"
+    assert [p.train_edp.loss for p in loaded.idps] == pytest.approx(two[1]["losses"])
+    assert two[0]["val"] == two[1]["val"]
+
+
+def test_a_stop_on_one_rank_stops_every_rank_at_the_same_step(tmp_path):
+    two = run_ranks(tmp_path, 2, "--root", tmp_path / "r", "--epochs", 20, "--stop-after", 5)
+    assert [r["status"] for r in two] == ["stopped", "stopped"]
+    assert two[0]["steps"] == two[1]["steps"] == 6  # asked at step 5, agreed at step 6
+    assert two[0]["digest"] == two[1]["digest"]
+    run_dir = tmp_path / "r" / two[0]["run_id"]
+    assert (run_dir / "checkpoints" / "last.json").is_file()
+    # and a stateful resume with the same world size continues it
+    again = run_ranks(
+        tmp_path,
+        2,
+        "--root",
+        tmp_path / "r",
+        "--epochs",
+        1,
+        "--resume",
+        two[0]["run_id"],
+        name="resumed",
+    )
+    assert [r["status"] for r in again] == ["finished", "finished"]
+    assert again[0]["digest"] == again[1]["digest"]
