@@ -49,6 +49,8 @@ _EXPORTS: dict[str, str] = {
     "preprocessing": "nnx_lab.preprocessing",
     "TrainingMonitor": "nnx_lab.widgets",
     "list_runs": "nnx_lab.runs",
+    "lr_finder": "nnx_lab.lr_finder",
+    "LRFinderResult": "nnx_lab.lr_finder",
     "request_stop": "nnx_lab.runs",
     "NNTabularDataset": "nnx_lab.data",
 }

@@ -31,6 +31,9 @@ __all__ = [
     "StepEnded",
     "StepMetrics",
     "StepRecord",
+    "SweepFinished",
+    "SweepPoints",
+    "SweepStarted",
     "TrainingControl",
     "event_from_json",
 ]
@@ -176,13 +179,50 @@ class RunFinished(Event):
     time: float = field(default_factory=time.time)
 
 
+@dataclass(frozen=True)
+class SweepStarted(Event):
+    """An LR sweep (``nnx_lab.lr_finder``) began. Sweep events are never logged."""
+
+    kind: ClassVar[str] = "sweep_started"
+    hook: ClassVar[str] = "on_sweep_started"
+
+    num_iter: int
+    start_lr: float
+    end_lr: float
+    mode: str  # "exp" | "linear"
+
+
+@dataclass(frozen=True)
+class SweepPoints(Event):
+    """Points of the sweep since the last such event: ``(index, lr, loss, smoothed)``."""
+
+    kind: ClassVar[str] = "sweep_points"
+    hook: ClassVar[str] = "on_sweep_points"
+
+    points: tuple[tuple[int, float, float, float], ...]
+
+
+@dataclass(frozen=True)
+class SweepFinished(Event):
+    kind: ClassVar[str] = "sweep_finished"
+    hook: ClassVar[str] = "on_sweep_finished"
+
+    status: str  # "finished" | "stopped" | "failed"
+    suggested_lr: float | None
+    rule: str | None
+    suggestions: dict[str, float | None]
+    stopped_early: bool
+    reason: str | None
+    error: str | None = None
+
+
 _KINDS: dict[str, type[Event]] = {
     cls.kind: cls
     for cls in (RunStarted, StepEnded, StepMetrics, EpochEnded, CheckpointWritten, RunFinished)
 }
 
 # Hooks of the events a log never holds (they only exist while a loop runs).
-_LIVE_ONLY = (EpochStarted, RunEnding)
+_LIVE_ONLY = (EpochStarted, RunEnding, SweepStarted, SweepPoints, SweepFinished)
 HOOKS: tuple[str, ...] = (*(cls.hook for cls in _KINDS.values()), *(c.hook for c in _LIVE_ONLY))
 
 

@@ -40,8 +40,8 @@ REFERENCE_TOLERANCES: dict[tuple[str, str], dict[str, float]] = {
 _VERIFIED = {("cpu", "fp32"), ("cpu", "bf16")}
 
 # The NNModel surfaces that apply a policy. (NNx's predict_proba() joins this list when
-# nnx_lab grows one.)
-SURFACES = ("train", "evaluate", "predict")
+# nnx_lab grows one.) The LR finder sweeps under the model's policy too.
+SURFACES = ("train", "evaluate", "predict", "lr_finder")
 
 _NO_AUTOCAST = contextlib.nullcontext()
 
