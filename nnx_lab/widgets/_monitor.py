@@ -541,7 +541,9 @@ class TrainingMonitor(NNxWidget):
         """
         from IPython.display import display
 
-        display(self._repr_mimebundle_(**kwargs), raw=True)
+        bundle = self._repr_mimebundle_(**kwargs)
+        data, metadata = bundle if isinstance(bundle, tuple) else (bundle, None)
+        display(data, raw=True, metadata=metadata)
         handle = display(
             self._fallback_bundle(), raw=True, display_id=f"nnx-monitor-{self.model_id}"
         )

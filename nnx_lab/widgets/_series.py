@@ -27,6 +27,7 @@ import numpy as np
 __all__ = ["BucketSeries", "Change", "ColumnSpec", "Reduce"]
 
 _DTYPES = {"int32": np.int32, "float32": np.float32}
+_FOLD_AT = 4096  # pending raw points folded in at once
 
 
 class Reduce(enum.Enum):
@@ -83,9 +84,13 @@ class BucketSeries:
         self.bad = bad
         self.specs: list[ColumnSpec] = []
         self.data: dict[str, np.ndarray] = {}
-        self.width = 1  # raw points per full bucket
-        self.length = 0  # rows held
-        self.total = 0  # raw points ever added
+        self._width = 1  # raw points per full bucket
+        self._n = 0  # rows held
+        self._done = 0  # raw points folded into the rows
+        # Raw points not yet folded in: a few at a time cost one list append each;
+        # they are folded in, vectorized, before anything reads the series.
+        self._pending: dict[str, list[float]] = {}
+        self._pending_n = 0
         self.compactions = 0
         self._dirty_from = 0  # lowest row changed since take_changes()
         self._synced = 0  # rows the views hold (as of the last take_changes())
@@ -113,9 +118,16 @@ class BucketSeries:
             fill = np.nan if part.dtype == "float32" else 0
             self.data[part.name] = np.full(self.capacity, fill, dtype=_DTYPES[part.dtype])
             self.specs.append(part)
+        # the columns extend() takes raw values for (the others are derived)
+        self._inputs = [
+            (p.name, np.nan if p.dtype == "float32" else 0)
+            for p in self.specs
+            if p.name not in (self.weight, self.bad) and not p.name.endswith((":min", ":max"))
+        ]
 
     def add_value(self, name: str) -> None:
         """A new MEAN value column (a metric first seen after the first rows)."""
+        self._drain()
         self._add_column(ColumnSpec(name, "float32", Reduce.MEAN))
         self._dirty_from = 0  # the views' rows lack the column: resend them all
 
@@ -140,7 +152,25 @@ class BucketSeries:
         ]
 
     def nbytes(self) -> int:
+        """Bytes of the held columns (allocated once, whatever the run's length)."""
         return sum(a.nbytes for a in self.data.values())
+
+    @property
+    def length(self) -> int:
+        """Rows held."""
+        self._drain()
+        return self._n
+
+    @property
+    def width(self) -> int:
+        """Raw points per full bucket: 1 until the series first filled up."""
+        self._drain()
+        return self._width
+
+    @property
+    def total(self) -> int:
+        """Raw points ever added."""
+        return self._done + self._pending_n
 
     def __len__(self) -> int:
         return self.length
@@ -157,30 +187,48 @@ class BucketSeries:
         k = len(next(iter(columns.values()))) if columns else 0
         if k == 0:
             return
+        pending = self._pending
+        for name, fill in self._inputs:
+            given = columns.get(name)
+            col = pending.setdefault(name, [])
+            if given is None:
+                col.extend([fill] * k)
+            else:
+                col.extend(given)
+        self._pending_n += k
+        if self._pending_n >= _FOLD_AT:
+            self._drain()
+
+    def _drain(self) -> None:
+        """Fold the pending raw points into the rows."""
+        k = self._pending_n
+        if k == 0:
+            return
+        columns, self._pending, self._pending_n = self._pending, {}, 0
         raw = self._raw_buckets(columns, k)
         start = 0
         while start < k:
-            if self.length and self.data[self.weight][self.length - 1] < self.width:
-                take = min(k - start, int(self.width - self.data[self.weight][self.length - 1]))
+            if self._n and self.data[self.weight][self._n - 1] < self._width:
+                take = min(k - start, int(self._width - self.data[self.weight][self._n - 1]))
                 part = {name: col[start : start + take] for name, col in raw.items()}
                 self._merge_into_last(self._reduce_groups(part, [0]))
                 start += take
                 continue
-            if self.length == self.capacity:
+            if self._n == self.capacity:
                 self._compact()
                 continue
-            room = self.capacity - self.length
-            take = min(k - start, room * self.width)
+            room = self.capacity - self._n
+            take = min(k - start, room * self._width)
             part = {name: col[start : start + take] for name, col in raw.items()}
-            groups = list(range(0, take, self.width))
+            groups = list(range(0, take, self._width))
             reduced = self._reduce_groups(part, groups)
             n = len(groups)
             for name, col in reduced.items():
-                self.data[name][self.length : self.length + n] = col
-            self._dirty_from = min(self._dirty_from, self.length)
-            self.length += n
+                self.data[name][self._n : self._n + n] = col
+            self._dirty_from = min(self._dirty_from, self._n)
+            self._n += n
             start += take
-        self.total += k
+        self._done += k
 
     def _raw_buckets(self, columns: Mapping[str, Sequence[float] | np.ndarray], k: int):
         """One bucket per raw point, every column filled (as float64 / int64)."""
@@ -247,7 +295,7 @@ class BucketSeries:
 
     def _merge_into_last(self, part: dict[str, np.ndarray]) -> None:
         """Merge one reduced group into the open (last, not yet full) bucket."""
-        i = self.length - 1
+        i = self._n - 1
         cols = {
             name: np.asarray([self.data[name][i], part[name][0]], dtype=np.float64)
             for name in self.data
@@ -259,18 +307,18 @@ class BucketSeries:
 
     def _compact(self) -> None:
         """Merge neighbouring buckets in pairs: half the rows, twice the width."""
-        n = self.length - self.length % 2
+        n = self._n - self._n % 2
         cols = {name: arr[:n].astype(np.float64) for name, arr in self.data.items()}
         merged = self._reduce_groups(cols, list(range(0, n, 2)))
         half = n // 2
-        tail = self.length - n  # an odd last bucket stays as it is
+        tail = self._n - n  # an odd last bucket stays as it is
         for name, arr in self.data.items():
-            last = arr[n : self.length].copy()
+            last = arr[n : self._n].copy()
             arr[:half] = merged[name]
             arr[half : half + tail] = last
             arr[half + tail :] = np.nan if arr.dtype.kind == "f" else 0
-        self.length = half + tail
-        self.width *= 2
+        self._n = half + tail
+        self._width *= 2
         self.compactions += 1
         self._dirty_from = 0
 
@@ -278,15 +326,18 @@ class BucketSeries:
 
     def column(self, name: str) -> np.ndarray:
         """A read-only view of the held rows of one column."""
-        view = self.data[name][: self.length]
+        self._drain()
+        view = self.data[name][: self._n]
         view.flags.writeable = False
         return view
 
     def last(self, name: str) -> float | None:
-        return None if self.length == 0 else self.data[name][self.length - 1].item()
+        self._drain()
+        return None if self._n == 0 else self.data[name][self._n - 1].item()
 
     def buffers(self, start: int, stop: int) -> list[bytes]:
         """Little-endian bytes of each column's rows ``[start, stop)``, in field order."""
+        self._drain()
         out = []
         for spec in self.specs:
             part = self.data[spec.name][start:stop]
@@ -302,19 +353,21 @@ class BucketSeries:
 
     def take_changes(self) -> Change | None:
         """What changed since the last call, as one splice; ``None`` when nothing did."""
-        if self._dirty_from >= self.length and self._synced == self.length:
+        self._drain()
+        if self._dirty_from >= self._n and self._synced == self._n:
             return None
-        at = min(self._dirty_from, self.length, self._synced)
-        change = Change(at=at, count=self.length - at)
-        self._dirty_from = self.length
-        self._synced = self.length
+        at = min(self._dirty_from, self._n, self._synced)
+        change = Change(at=at, count=self._n - at)
+        self._dirty_from = self._n
+        self._synced = self._n
         return change
 
     def clear(self) -> None:
+        self._pending, self._pending_n = {}, 0
         for arr in self.data.values():
             arr[:] = np.nan if arr.dtype.kind == "f" else 0
-        self.length = 0
-        self.total = 0
-        self.width = 1
+        self._n = 0
+        self._done = 0
+        self._width = 1
         self.compactions = 0
         self._dirty_from = 0  # _synced stays: the next change removes what the views hold

@@ -37,6 +37,17 @@ describe("ColumnStore", () => {
     expect(s.takeChangedFrom()).toBe(15);
   });
 
+  it("shrinks when the kernel's series was halved (an op at 0 with fewer rows)", () => {
+    const s = new ColumnStore();
+    const a = op("steps", 0, stepColumns(1, 100));
+    s.apply(a.op, a.buffers);
+    const halved = op("steps", 0, stepColumns(1, 50), { width: 2, total: 100 });
+    expect(s.apply(halved.op, halved.buffers)).toBe(true);
+    expect(s.length).toBe(50);
+    expect(s.column("step")).toHaveLength(50);
+    expect(s.width).toBe(2);
+  });
+
   it("refuses an op beyond the rows it holds, and a new schema that does not start at 0", () => {
     const s = new ColumnStore();
     const a = op("steps", 0, stepColumns(1, 5));
