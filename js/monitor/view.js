@@ -78,6 +78,10 @@ export class MonitorView {
   // ------------------------------------------------------------------ DOM
 
   _build() {
+    // In the page from the start: the charts size themselves from their container.
+    this.root = h("div", { class: "nnx-monitor", role: "region", "aria-label": "Training monitor" });
+    const charts = h("div", { class: "nnx-charts" });
+    this.el.append(this.root);
     const stopButton = h("button", { type: "button", class: "nnx-button", "data-testid": "stop", text: "Stop" });
     stopButton.addEventListener("click", () => this._stop());
     this.stopButton = stopButton;
@@ -132,6 +136,10 @@ export class MonitorView {
     this.lossCaption = h("figcaption", { text: "Training loss per step" });
     this.lossReadout = readout();
     this.lossFig.append(this.lossCaption);
+    this.epochFig = h("figure", { class: "nnx-chart", "data-testid": "epoch-chart" });
+    this.lrFig = h("figure", { class: "nnx-chart", "data-testid": "lr-chart" });
+    charts.append(this.lossFig, this.epochFig, this.lrFig);
+    this.root.append(header, this.nonfinite, toolbar, charts);
     const syncKey = `nnx-steps-${Math.random().toString(36).slice(2)}`;
     this.lossChart = new Chart(this.lossFig, {
       title: "Training loss per step, raw and smoothed",
@@ -150,6 +158,11 @@ export class MonitorView {
       sync: syncKey,
       onCursor: (idx) => this._lossReadout(idx),
       onZoom: (range) => this._onZoom(this.lossChart, range),
+      // for browser tests and for anyone inspecting the page: what the axes show
+      onDraw: (r) => {
+        this.lossFig.dataset.xRange = r.x.map((v) => Number(v).toPrecision(6)).join(",");
+        this.lossFig.dataset.yRange = r.y.map((v) => Number(v).toPrecision(6)).join(",");
+      },
     });
     this.lossFig.append(
       this.lossReadout,
@@ -162,7 +175,6 @@ export class MonitorView {
 
     this.metricSelect = h("select", { "data-testid": "metric-select", "aria-label": "Per-epoch metric" });
     this.metricSelect.addEventListener("change", () => this._renderEpochChart());
-    this.epochFig = h("figure", { class: "nnx-chart", "data-testid": "epoch-chart" });
     this.epochFig.append(h("figcaption", {}, [h("label", { text: "Per epoch: " }, [this.metricSelect])]));
     this.epochReadout = readout();
     this.epochChart = new Chart(this.epochFig, {
@@ -189,7 +201,6 @@ export class MonitorView {
       ]),
     );
 
-    this.lrFig = h("figure", { class: "nnx-chart", "data-testid": "lr-chart" });
     this.lrFig.append(h("figcaption", { text: "Learning rate" }));
     this.lrReadout = readout();
     this.lrChart = new Chart(this.lrFig, {
@@ -211,16 +222,7 @@ export class MonitorView {
     this.table = new PagedTable({ label: "Per-epoch metrics", pageSize: 20 });
     this.error = h("pre", { class: "nnx-error", "data-testid": "error", role: "alert" });
     this.error.hidden = true;
-    this.root = h("div", { class: "nnx-monitor", role: "region", "aria-label": "Training monitor" }, [
-      header,
-      this.nonfinite,
-      toolbar,
-      h("div", { class: "nnx-charts" }, [this.lossFig, this.epochFig, this.lrFig]),
-      this.note,
-      this.table.root,
-      this.error,
-    ]);
-    this.el.append(this.root);
+    this.root.append(this.note, this.table.root, this.error);
 
     // JupyterLab switches themes by changing attributes on <body>: redraw with its colours.
     this._themeObserver = null;
@@ -415,6 +417,7 @@ export class MonitorView {
     this.lrChart.setLogY(lo > 0 && hi / lo > 20);
     this.lossFig.dataset.points = String(s.length);
     this.lossFig.dataset.steps = String(s.total);
+    this.lossFig.dataset.first = s.length ? String(s.column("first")[0]) : "";
     this.lossFig.dataset.width = String(s.width);
     this._marks();
     this._note();
@@ -554,15 +557,19 @@ export class MonitorView {
 
   // ------------------------------------------------------------------ exports
 
-  /** The three charts on one canvas, with the run's line above and a hint below. */
+  /** The three charts on one canvas, laid out as on screen, with the run's line
+   * above and the from_run hint below. */
   composePng() {
-    const canvases = this._charts().map((c) => c.canvas()).filter(Boolean);
-    if (!canvases.length || typeof document === "undefined") return null;
+    const canvases = this._charts().map((c) => c.canvas());
+    if (canvases.some((c) => !c) || typeof document === "undefined") return null;
     const dpr = (typeof window !== "undefined" && window.devicePixelRatio) || 1;
     const pad = Math.round(8 * dpr);
     const line = Math.round(18 * dpr);
-    const width = Math.max(...canvases.map((c) => c.width)) + 2 * pad;
-    const height = canvases.reduce((a, c) => a + c.height + line, 0) + 2 * line + 2 * pad;
+    const [loss, epoch, lr] = canvases;
+    const side = epoch.width + lr.width + pad <= loss.width + pad; // side by side, as on screen
+    const width = Math.max(loss.width, side ? epoch.width + lr.width + pad : Math.max(epoch.width, lr.width)) + 2 * pad;
+    const lower = side ? Math.max(epoch.height, lr.height) + line : epoch.height + lr.height + 2 * line;
+    const height = pad + line + (line + loss.height) + lower + line + pad;
     const out = document.createElement("canvas");
     out.width = width;
     out.height = height;
@@ -584,14 +591,24 @@ export class MonitorView {
       since !== null && since !== undefined ? `loss non-finite since step ${fmtInt(since)}` : `loss ${this.stat.loss.textContent}`,
     ].join(" · ");
     ctx.fillText(head, pad, pad);
+    const place = (canvas, caption, x, y) => {
+      ctx.fillText(caption, x, y);
+      ctx.drawImage(canvas, x, y + line);
+    };
     let y = pad + line;
-    const captions = ["Training loss per step", `Per epoch: ${this.metricSelect.value || "–"}`, "Learning rate"];
-    canvases.forEach((c, i) => {
-      ctx.fillText(captions[i] || "", pad, y);
-      y += line;
-      ctx.drawImage(c, pad, y);
-      y += c.height;
-    });
+    place(loss, "Training loss per step", pad, y);
+    y += line + loss.height;
+    const metric = `Per epoch: ${this.metricSelect.value || "–"}`;
+    if (side) {
+      place(epoch, metric, pad, y);
+      place(lr, "Learning rate", pad + epoch.width + pad, y);
+      y += lower;
+    } else {
+      place(epoch, metric, pad, y);
+      y += line + epoch.height;
+      place(lr, "Learning rate", pad, y);
+      y += line + lr.height;
+    }
     ctx.font = `${Math.round(11 * dpr)}px ${style("--jp-ui-font-family", "sans-serif")}`;
     const run = m.get("run_id");
     ctx.fillText(run ? `nnx-lab TrainingMonitor · TrainingMonitor.from_run("${run}") shows it live` : "nnx-lab TrainingMonitor", pad, y + pad / 2);

@@ -19,7 +19,8 @@ import "uplot/dist/uPlot.min.css";
  *   xFormat?: (v: number) => string, yFormat?: (v: number) => string,
  *   sync?: string, onCursor?: (idx: number|null) => void,
  *   onPick?: (pick: {idx: number, x: number, values: (number|null)[]}) => void,
- *   onZoom?: (range: [number, number]|null) => void}} ChartOptions
+ *   onZoom?: (range: [number, number]|null) => void,
+ *   onDraw?: (ranges: {x: number[], y: number[], logY: boolean, logX: boolean}) => void}} ChartOptions
  */
 
 /** Read a CSS variable on `el`, with a fallback for pages outside JupyterLab. */
@@ -119,28 +120,32 @@ export class Chart {
   _build() {
     const host = this.host;
     const o = this.opts;
-    const text = cssVar(host, "--jp-ui-font-color2", "#616161");
-    const grid = cssVar(host, "--jp-border-color2", "#e0e0e0");
-    const font = `11px ${cssVar(host, "--jp-ui-font-family", "system-ui, sans-serif")}`;
-    const labelFont = `600 11px ${cssVar(host, "--jp-ui-font-family", "system-ui, sans-serif")}`;
+    // Colours are read from the theme when uPlot draws (a function per style), so a
+    // chart built before it is in the page, or redrawn after a theme switch, is right.
+    const color = (c, fallback) => () => resolveColor(host, c, fallback);
+    const text = color("--jp-ui-font-color2", "#616161");
+    const grid = color("--jp-border-color2", "#e0e0e0");
+    const family = () => cssVar(host, "--jp-ui-font-family", "system-ui, sans-serif");
+    const font = `11px ${family()}`;
+    const labelFont = `600 11px ${family()}`;
     const series = [{ label: o.xLabel, value: (_u, v) => (v == null ? "–" : (o.xFormat || String)(v)) }];
     for (const s of o.series) {
-      const color = resolveColor(host, s.color);
+      const stroke = color(s.color, "#888");
       /** @type {any} */
       const spec = {
         label: s.label,
-        stroke: s.hidden ? "transparent" : color,
+        stroke: s.hidden ? "transparent" : stroke,
         width: s.hidden ? 0 : (s.width ?? 1.5),
         dash: s.dash,
         show: s.show ?? true,
         spanGaps: false,
-        points: { show: Boolean(s.points), size: 5, fill: color },
+        points: { show: Boolean(s.points), size: 5, fill: stroke, stroke },
         value: (_u, v) => (v == null ? "–" : (o.yFormat || String)(v)),
       };
-      if (s.fill) spec.fill = resolveColor(host, s.fill);
+      if (s.fill) spec.fill = color(s.fill, "rgba(128,128,128,0.2)");
       if (s.bars) {
         spec.paths = uPlot.paths.bars({ size: [0.8, 64] });
-        spec.fill = spec.fill || color;
+        spec.fill = spec.fill || stroke;
         spec.points = { show: false };
       }
       series.push(spec);
@@ -150,7 +155,9 @@ export class Chart {
       stroke: text,
       font,
       labelFont,
-      labelSize: 16,
+      labelSize: 14,
+      labelGap: 0,
+      gap: 3,
       grid: { stroke: grid, width: 1 },
       ticks: { stroke: grid, width: 1, size: 4 },
       values: fmt ? (_u, splits) => splits.map((v) => (v == null ? "" : fmt(v))) : undefined,
@@ -162,12 +169,12 @@ export class Chart {
       title: undefined,
       legend: { show: false },
       series,
-      bands: (o.bands || []).map((b) => ({ series: [b.upper + 1, b.lower + 1], fill: resolveColor(host, b.fill) })),
+      bands: (o.bands || []).map((b) => ({ series: [b.upper + 1, b.lower + 1], fill: color(b.fill, "rgba(128,128,128,0.2)") })),
       scales: {
         x: { time: false, distr: o.logX ? 3 : 1, log: 10, range: (_u, min, max) => this._xRange(min, max) },
         y: { distr: o.logY ? 3 : 1, log: 10, range: (_u, min, max) => this._yRange(min, max) },
       },
-      axes: [axis(o.xLabel, o.xFormat), { ...axis(o.yLabel, o.yFormat), size: 56 }],
+      axes: [{ ...axis(o.xLabel, o.xFormat), size: 34 }, { ...axis(o.yLabel, o.yFormat), size: 56 }],
       cursor: {
         drag: { x: true, y: false, setScale: true },
         points: { size: 6 },
@@ -186,7 +193,7 @@ export class Chart {
       hooks: {
         setCursor: [(u) => o.onCursor && o.onCursor(u.cursor.idx ?? null)],
         setSelect: [(u) => this._onSelect(u)],
-        draw: [(u) => this._drawMarks(u)],
+        draw: [(u) => this._drawMarks(u), (u) => o.onDraw && o.onDraw(this.ranges(u))],
         ready: [(u) => this._bindClick(u)],
       },
     };
@@ -415,8 +422,7 @@ export class Chart {
   }
 
   /** The scale ranges in use, for tests and readouts. */
-  ranges() {
-    const u = this.plot;
+  ranges(u = this.plot) {
     return u
       ? { x: [u.scales.x.min, u.scales.x.max], y: [u.scales.y.min, u.scales.y.max], logY: u.scales.y.distr === 3, logX: u.scales.x.distr === 3 }
       : null;

@@ -17,6 +17,7 @@ describe("format", () => {
     expect(fmtRate(12.34)).toBe("12.3");
     expect(fmtRate(4321.7)).toBe("4,322");
     expect(fmtDuration(5.25)).toBe("5.3s");
+    expect(fmtDuration(0.0349)).toBe("35ms");
     expect(fmtDuration(125)).toBe("2m 05s");
     expect(fmtDuration(3725)).toBe("1h 02m");
     expect(fmtDuration(-1)).toBe("–");

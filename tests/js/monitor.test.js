@@ -267,6 +267,12 @@ describe("TrainingMonitor view", () => {
     expect(pics[0].content).toMatchObject({ run_id: "r1", status: "finished", view: view.sync.view });
     const bytes = new Uint8Array(pics[0].buffers[0]);
     expect([...bytes.slice(0, 4)]).toEqual([0x89, 0x50, 0x4e, 0x47]);
+    // the picture: the three charts, the run's line and how to bring the monitor back
+    const calls = view.composePng().getContext("2d").calls;
+    expect(calls.filter((k) => k.op === "drawImage")).toHaveLength(3);
+    const texts = calls.filter((k) => k.op === "fillText").map((k) => k.args[0]);
+    expect(texts[0]).toMatch(/^Run r1 · finished · epoch/);
+    expect(texts.at(-1)).toBe('nnx-lab TrainingMonitor · TrainingMonitor.from_run("r1") shows it live');
     // the kernel has it: no second picture
     model.set("snapshot_of", "r1:finished");
     model.set("elapsed", 3);
