@@ -149,8 +149,8 @@ export class MonitorView {
       series: [
         { label: "loss", color: "--nnx-raw", width: 1 },
         { label: "smoothed", color: "--nnx-accent", width: 2 },
-        { label: "max", color: "--nnx-raw", hidden: true },
-        { label: "min", color: "--nnx-raw", hidden: true },
+        { label: "max", color: "--nnx-raw", hidden: true, show: false },
+        { label: "min", color: "--nnx-raw", hidden: true, show: false },
       ],
       bands: [{ upper: 2, lower: 3, fill: "--nnx-band" }],
       xFormat: fmtStep,
@@ -185,8 +185,8 @@ export class MonitorView {
       series: [
         { label: "validation", color: "--nnx-accent", width: 2, points: true },
         { label: "training", color: "--nnx-second", width: 1.5, dash: [5, 4], points: true },
-        { label: "val max", color: "--nnx-accent", hidden: true },
-        { label: "val min", color: "--nnx-accent", hidden: true },
+        { label: "val max", color: "--nnx-accent", hidden: true, show: false },
+        { label: "val min", color: "--nnx-accent", hidden: true, show: false },
       ],
       bands: [{ upper: 2, lower: 3, fill: "--nnx-band" }],
       xFormat: fmtStep,
@@ -401,6 +401,8 @@ export class MonitorView {
     const step = s.column("step");
     const loss = s.column("loss");
     this._smoothed = smoothLoss(loss, s.column("n"), this._smoothingFactor());
+    // the min-max band only means something once steps are merged into buckets
+    this.lossChart.showSeries([2, 3], s.width > 1);
     this.lossChart.setData(step, [loss, this._smoothed, s.column("loss:max"), s.column("loss:min")]);
     this.lrChart.setData(step, [s.column("lr")]);
     // the lr axis goes log when the schedule spans more than a factor 20
@@ -483,6 +485,7 @@ export class MonitorView {
     const metric = this.metricSelect.value;
     const col = (name) => (e.has(name) ? e.column(name) : new Float32Array(e.length).fill(NaN));
     const x = e.column("epoch");
+    this.epochChart.showSeries([2, 3], e.width > 1);
     this.epochChart.setData(x, [col(`val.${metric}`), col(`train.${metric}`), col(`val.${metric}:max`), col(`val.${metric}:min`)]);
   }
 

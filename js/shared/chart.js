@@ -105,6 +105,8 @@ export class Chart {
     this.info = { points: 0, gaps: 0, dropped: 0, marksDrawn: 0 };
     this.plot = null;
     this._downAt = null;
+    // the chart behind a figure, for the browser's console and benchmarks/chart_draw.py
+    host.nnxChart = this;
     this._build();
     this._ro = null;
     if (typeof ResizeObserver !== "undefined") {
@@ -269,10 +271,14 @@ export class Chart {
     const logY = this.opts.logY;
     let gaps = 0;
     let dropped = 0;
-    const ys = this._ys.map((y) => {
+    let shown = null;
+    const ys = this._ys.map((y, i) => {
+      // a hidden series draws nothing: hand uPlot any array of the right length
+      if (this.opts.series[i].show === false && shown) return shown;
       const r = toPlotValues(y, logY);
       gaps += r.gaps;
       dropped += r.dropped;
+      shown = shown || r.data;
       return r.data;
     });
     const x = this.opts.logX ? toPlotValues(this._x, true).data : Array.from(this._x);
@@ -332,6 +338,22 @@ export class Chart {
     if (!this.plot) return;
     this.plot.setData(this._plotData(), true);
     if (this.opts.onZoom) this.opts.onZoom(null);
+  }
+
+  /** Show or hide series (indices into opts.series); a hidden one costs no drawing. */
+  showSeries(indices, on) {
+    let changed = false;
+    for (const i of indices) {
+      if ((this.opts.series[i].show ?? true) === on) continue;
+      this.opts.series[i].show = on;
+      changed = true;
+    }
+    if (!changed || !this.plot) return;
+    this.plot.batch(() => {
+      for (const i of indices) this.plot.setSeries(i + 1, { show: on });
+      this.plot.setData(this._plotData(), this.xRange === null && this.xWindow === null);
+    });
+    this._applyX();
   }
 
   /** Switch the y axis between linear and log (rebuilds the plot). */
@@ -429,6 +451,7 @@ export class Chart {
   }
 
   destroy() {
+    if (this.host.nnxChart === this) delete this.host.nnxChart;
     if (this._ro) this._ro.disconnect();
     this._ro = null;
     if (this.plot) this.plot.destroy();

@@ -53,6 +53,7 @@ describe("TrainingMonitor view", () => {
     await shown(model, { steps: [1, 100], epochs: [1, 3] });
     expect(q("loss-chart").dataset.points).toBe("100");
     expect(view.lossChart.plot.data[0]).toHaveLength(100);
+    expect(view.lossChart.plot.series[3].show).toBe(false); // no band for single steps
     const u = update(2, [op("steps", 100, stepColumns(101, 150))]);
     model.custom(u.content, u.buffers);
     await settle();
@@ -286,6 +287,9 @@ describe("TrainingMonitor view", () => {
     expect(q("note").hidden).toBe(false);
     expect(q("note").textContent).toMatch(/The 3,200 steps are shown in 100 buckets of up to 32 steps/);
     expect(q("loss-chart").dataset.width).toBe("32");
+    // the lowest-to-highest band of each bucket is drawn (it is not, for single steps)
+    expect(view.lossChart.plot.series[3].show).toBe(true);
+    expect(view.lossChart.plot.series[4].show).toBe(true);
   });
 
   it("shows the error with its traceback under the widget", () => {
