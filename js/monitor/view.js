@@ -51,12 +51,21 @@ export class MonitorView {
     this._frame = 0;
     this._dirty = new Set();
     this._snapshotTimer = null;
-    this._lastSnapshotAt = 0;
+    this._lastSnapshotAt = Date.now(); // the first picture of a running run after a minute
     this._build();
     this.sync = new ViewSync(model, {
       series: ["steps", "epochs"],
-      onChange: (names) => this._schedule(names),
-      onError: (text) => this._showError(text),
+      onChange: (names) => {
+        if (this._syncError) {
+          this._syncError = "";
+          this._error();
+        }
+        this._schedule(names);
+      },
+      onError: (text) => {
+        this._syncError = text;
+        this._error();
+      },
     });
     this._on("msg:custom", (msg, buffers) => this.sync.handle(msg, buffers));
     for (const name of HEADER_TRAITS) this._on(`change:${name}`, () => this._header());
@@ -309,7 +318,8 @@ export class MonitorView {
   }
 
   _error() {
-    const text = this.model.get("error") || "";
+    // the kernel's error first; the view's own (the kernel out of reach) until it syncs
+    const text = this.model.get("error") || this._syncError || "";
     this._showError(text);
   }
 

@@ -60,8 +60,13 @@ export class ViewSync {
     this.req += 1;
     this.hellos += 1;
     this.synced = false;
-    this.model.send({ kind: HELLO, version: PROTOCOL_VERSION, view: this.view, req: this.req });
     this._arm();
+    try {
+      this.model.send({ kind: HELLO, version: PROTOCOL_VERSION, view: this.view, req: this.req });
+    } catch (err) {
+      // no kernel to talk to (a notebook opened without one): try again later
+      this.onError(`nnx-lab: cannot reach the kernel (${err && err.message ? err.message : err}); retrying`);
+    }
   }
 
   _arm() {

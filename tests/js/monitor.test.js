@@ -281,6 +281,25 @@ describe("TrainingMonitor view", () => {
     expect(model.sent.filter((m) => m.content.kind === "snapshot_png")).toHaveLength(1);
   });
 
+  it("sends a picture a minute while the run goes on", async () => {
+    const model = fakeModel({ run_id: "r2", status: "running" });
+    await shown(model, { steps: [1, 50] });
+    model.set("elapsed", 1);
+    await settle(60);
+    expect(model.sent.filter((m) => m.content.kind === "snapshot_png")).toHaveLength(0);
+    vi.useFakeTimers({ toFake: ["Date"] });
+    try {
+      vi.setSystemTime(Date.now() + 61_000);
+      model.set("elapsed", 61);
+    } finally {
+      vi.useRealTimers();
+    }
+    await settle(60);
+    const pics = model.sent.filter((m) => m.content.kind === "snapshot_png");
+    expect(pics).toHaveLength(1);
+    expect(pics[0].content.status).toBe("running");
+  });
+
   it("notes when the history is decimated", async () => {
     const model = fakeModel();
     await shown(model, { steps: [1, 100], width: 32, total: 3200 });
@@ -290,6 +309,25 @@ describe("TrainingMonitor view", () => {
     // the lowest-to-highest band of each bucket is drawn (it is not, for single steps)
     expect(view.lossChart.plot.series[3].show).toBe(true);
     expect(view.lossChart.plot.series[4].show).toBe(true);
+  });
+
+  it("says when the kernel cannot be reached, and clears it once the history arrives", async () => {
+    const model = fakeModel();
+    const send = model.send;
+    let fail = true;
+    model.send = (...a) => {
+      if (fail) throw new Error("Comm is closed");
+      send(...a);
+    };
+    view = new MonitorView(model, el);
+    expect(q("error").hidden).toBe(false);
+    expect(q("error").textContent).toMatch(/cannot reach the kernel/);
+    fail = false;
+    view.sync.hello();
+    const hello = model.lastHello();
+    const s = snapshot(hello.view, hello.req, 1, [op("steps", 0, stepColumns(1, 5))]);
+    model.custom(s.content, s.buffers);
+    expect(q("error").hidden).toBe(true);
   });
 
   it("shows the error with its traceback under the widget", () => {

@@ -195,6 +195,21 @@ describe("ViewSync", () => {
     expect(sync.stores.steps.length).toBe(0);
   });
 
+  it("keeps trying when the kernel cannot be reached", () => {
+    const { model, sync, clock, errors } = makeSync({ firstTimeoutMs: 1000 });
+    let fail = true;
+    const send = model.send;
+    model.send = (...a) => {
+      if (fail) throw new Error("Comm is closed");
+      send(...a);
+    };
+    sync.hello();
+    expect(errors[0]).toMatch(/cannot reach the kernel \(Comm is closed\); retrying/);
+    fail = false;
+    clock.advance(1000);
+    expect(model.lastHello()).toMatchObject({ kind: "hello", req: 2 });
+  });
+
   it("lets other custom messages pass", () => {
     const { sync } = makeSync();
     expect(sync.handle({ kind: "something-else" }, [])).toBe(false);
