@@ -4,5 +4,6 @@ export default defineConfig({
   test: {
     environment: "happy-dom",
     include: ["tests/js/**/*.test.js"],
+    setupFiles: ["tests/js/setup.js"],
   },
 });

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -23,6 +24,9 @@ class NNxWidget(anywidget.AnyWidget):
     Subclasses name their bundle and handle custom messages from the front end by
     defining ``_on_<kind>(content, buffers)`` methods. An exception in a handler (or
     in work the widget started) is shown under the widget through ``error``.
+
+    Every message the widget sends belongs to the cell that created it, whichever
+    thread sends it (see ``_send``).
     """
 
     _bundle_name: str = "monitor"
@@ -41,8 +45,27 @@ class NNxWidget(anywidget.AnyWidget):
             css = read_asset(f"{self._bundle_name}.css")
         except FileNotFoundError:
             css = ""
+        # The context of the cell that creates the widget: ipykernel reads a message's
+        # parent from context variables (see _send).
+        self._home_context = contextvars.copy_context()
         super().__init__(_esm=esm, _css=css, **kwargs)
         self.on_msg(self._dispatch_frontend_msg)
+
+    def _send(self, msg: dict[str, Any], buffers: list[Any] | None = None) -> None:
+        """Send one comm message as part of the cell that created the widget.
+
+        ipykernel (7.x) stamps each comm message with the parent request of the
+        sending thread's context, and routes the front end's next messages on that
+        comm to the subshell of that parent. A thread the kernel did not start (a
+        training thread, a log follower, a timer) has no parent of its own and
+        borrows the last request any shell handled: often a comm message that
+        JupyterLab sent on a subshell it deletes right after a page load. The
+        widget's Stop clicks and ``hello``s were then routed to that deleted
+        subshell and dropped ("Unknown subshell_id"). Sending from the creating
+        cell's context keeps the route on that cell's shell, which lives as long as
+        the kernel.
+        """
+        self._home_context.copy().run(super()._send, msg, buffers)
 
     def _dispatch_frontend_msg(self, _widget: Any, content: Any, buffers: list[Any]) -> None:
         kind = content.get("kind") if isinstance(content, dict) else None

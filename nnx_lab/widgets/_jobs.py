@@ -7,6 +7,7 @@ stays free to serve the Stop button.
 
 from __future__ import annotations
 
+import contextvars
 import threading
 import traceback
 from collections.abc import Callable
@@ -23,7 +24,11 @@ def format_exception(exc: BaseException) -> str:
 
 
 class BackgroundJob:
-    """Runs ``target()`` once in a daemon thread and keeps its result or exception."""
+    """Runs ``target()`` once in a daemon thread and keeps its result or exception.
+
+    The thread runs in a copy of the context of the code that created the job (the
+    cell that called ``fit``), so what it prints or displays belongs to that cell.
+    """
 
     def __init__(
         self,
@@ -36,7 +41,10 @@ class BackgroundJob:
         self._on_error = on_error
         self.result: Any = None
         self.exception: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        context = contextvars.copy_context()
+        self._thread = threading.Thread(
+            target=context.run, args=(self._run,), name=name, daemon=True
+        )
 
     def _run(self) -> None:
         try:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import base64
 import collections
 import functools
+import html
 import logging
 import math
 import os
@@ -28,8 +30,10 @@ from ..engine.events import (
 from ._base import NNxWidget
 from ._follow import JsonlTail
 from ._jobs import BackgroundJob, format_exception
-from ._protocol import APPEND, MAX_POINTS_PER_MESSAGE, RESET, STATUSES, EpochRow
-from ._serialization import StepSeries, epoch_row, series_payload
+from ._protocol import STATUSES
+from ._runs import find_run_dir
+from ._series import BucketSeries, ColumnSpec, Reduce
+from ._transport import SeriesTransport
 
 __all__ = ["TrainingMonitor"]
 
@@ -37,6 +41,40 @@ log = logging.getLogger("nnx_lab.widgets")
 
 _TERMINAL = ("stopped", "finished", "failed")
 _RATE_WINDOW_S = 10.0
+# Counts, not metrics: kept out of the epoch series (the table and the chart).
+_NOT_METRICS = frozenset({"samples"})
+_PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+_MAX_PNG_BYTES = 4 * 1024 * 1024
+
+
+def _step_series(capacity: int) -> BucketSeries:
+    return BucketSeries(
+        [
+            ColumnSpec("first", "int32", Reduce.FIRST),
+            ColumnSpec("step", "int32", Reduce.LAST),
+            ColumnSpec("loss", "float32", Reduce.MEAN),
+            ColumnSpec("lr", "float32", Reduce.LAST),
+            ColumnSpec("n", "int32", Reduce.SUM),
+            ColumnSpec("bad", "int32", Reduce.SUM),
+        ],
+        capacity=capacity,
+        bad="bad",
+    )
+
+
+def _epoch_series(capacity: int) -> BucketSeries:
+    return BucketSeries(
+        [
+            ColumnSpec("first", "int32", Reduce.FIRST),
+            ColumnSpec("epoch", "int32", Reduce.LAST),
+            ColumnSpec("step", "int32", Reduce.LAST),
+            ColumnSpec("lr", "float32", Reduce.LAST),
+            ColumnSpec("seconds", "float32", Reduce.MEAN),
+            ColumnSpec("improved", "int32", Reduce.MAX),
+            ColumnSpec("n", "int32", Reduce.SUM),
+        ],
+        capacity=capacity,
+    )
 
 
 def _never_breaks_training(hook: Callable[..., None]) -> Callable[..., None]:
@@ -56,6 +94,22 @@ def _never_breaks_training(hook: Callable[..., None]) -> Callable[..., None]:
     return guarded
 
 
+def _finite(value: Any) -> float | None:
+    if value is None:
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _positive_int(value: Any, name: str, least: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise ValueError(f"{name}={value!r} is out of range: pass an integer >= {least}")
+    return value
+
+
 class TrainingMonitor(NNxWidget):
     """Live charts and counters of a training run, in JupyterLab or a notebook.
 
@@ -67,19 +121,22 @@ class TrainingMonitor(NNxWidget):
     * ``monitor.fit(model, params)``: trains in a background thread and returns at
       once; the Stop button (or ``monitor.stop()``) ends the run after the current
       step; ``monitor.wait()`` returns the ``NNRun`` or re-raises the training error.
-    * ``TrainingMonitor.from_run(run_id)``: replays ``runs/<id>/metrics.jsonl``, and
-      follows it while another process is still writing it.
+    * ``TrainingMonitor.from_run(run_id)``: replays ``<runs_root>/<id>/metrics.jsonl``,
+      and follows it while another process is still writing it.
 
-    The whole history stays in the kernel, so a reloaded page shows everything again.
-    Updates to the front end are coalesced: at most one batch every
-    ``update_interval`` seconds, whatever the step rate.
+    Memory is bounded whatever the length of the run: the monitor keeps at most
+    ``max_points`` rows of the step series and ``max_epochs`` rows of the epoch
+    series. Past that, neighbouring rows merge in pairs (mean, minimum and maximum
+    of each value, so spikes survive); the run's log on disk keeps every step. The
+    kept history lives in the kernel, so a reloaded page shows it again. Updates
+    to the browser are coalesced: at most one every ``update_interval`` seconds.
     """
 
     _bundle_name = "monitor"
 
     run_id = t.Unicode("", help="Id of the run shown.").tag(sync=True)
     status = t.Enum(STATUSES, default_value="created", help="Run lifecycle.").tag(sync=True)
-    stop_reason = t.Unicode("", help="Why the run stopped, when it did.").tag(sync=True)
+    stop_reason = t.Unicode("", help="Why the run stopped or ended early.").tag(sync=True)
     epoch = t.Int(0, help="Current epoch (1-based; 0 before the first step).").tag(sync=True)
     n_epochs = t.Int(0, help="Last epoch this run trains; 0 when unknown.").tag(sync=True)
     step = t.Int(0, help="Global optimizer step reached.").tag(sync=True)
@@ -89,22 +146,55 @@ class TrainingMonitor(NNxWidget):
     elapsed = t.Float(0.0, help="Seconds since the run started.").tag(sync=True)
     eta = t.Float(None, allow_none=True, help="Seconds left, estimated.").tag(sync=True)
     can_stop = t.Bool(False, help="Whether Stop can reach the training loop.").tag(sync=True)
+    from_log = t.Bool(False, help="The run is read from its log (from_run).").tag(sync=True)
     smoothing = t.Float(0.9, min=0.0, max=0.999, help="EMA factor of the smoothed loss.").tag(
         sync=True
     )
+    last_loss = t.Float(
+        None, allow_none=True, help="The latest step's loss; None when it is non-finite."
+    ).tag(sync=True)
+    last_finite_loss = t.Float(None, allow_none=True).tag(sync=True)
+    last_finite_step = t.Int(None, allow_none=True).tag(sync=True)
+    loss_nonfinite_since = t.Int(
+        None,
+        allow_none=True,
+        help="First step of the current run of non-finite losses; None when the latest "
+        "loss is finite.",
+    ).tag(sync=True)
+    loss_nonfinite_steps = t.Int(0, help="Steps whose loss was non-finite.").tag(sync=True)
+    snapshot_of = t.Unicode(
+        "", help="'<run id>:<status>' of the picture the fallback output holds."
+    ).tag(sync=True)
 
-    def __init__(self, *, update_interval: float = 0.1, smoothing: float = 0.9) -> None:
+    def __init__(
+        self,
+        *,
+        update_interval: float = 0.1,
+        smoothing: float = 0.9,
+        max_points: int = 100_000,
+        max_epochs: int = 20_000,
+    ) -> None:
         if not 0.01 <= update_interval <= 10:
             raise ValueError(
                 f"update_interval={update_interval!r} is out of range: pass seconds between "
                 f"0.01 and 10 (0.1 sends about 10 updates a second)"
             )
+        _positive_int(max_points, "max_points", 1000)
+        _positive_int(max_epochs, "max_epochs", 100)
         super().__init__(smoothing=smoothing)
         self.update_interval = float(update_interval)
         self._clock = time.monotonic  # replaceable in tests
         self._lock = threading.RLock()
-        self._series = StepSeries()
-        self._epochs: list[EpochRow] = []
+        self._steps = _step_series(max_points + max_points % 2)
+        self._epochs = _epoch_series(max_epochs + max_epochs % 2)
+        self._transport = SeriesTransport(
+            self.send,
+            {"steps": self._steps, "epochs": self._epochs},
+            self._lock,
+            interval=self.update_interval,
+            clock=lambda: self._clock(),
+            on_flush=self._update_counters,
+        )
         self._control: TrainingControl | None = None
         self._job: BackgroundJob | None = None
         self._log_path: pathlib.Path | None = None
@@ -112,18 +202,16 @@ class TrainingMonitor(NNxWidget):
         self._follow_stop = threading.Event()
         self._stop_pending: str | None = None
         self._ui_can_stop = False
-        self._reset_run_state(send=False)  # no view exists yet
+        self._snapshot_png: bytes | None = None
+        self._fallback: Any = None  # the DisplayHandle of the fallback output
+        self._reset_run_state()
 
     # ------------------------------------------------------------------ state
 
-    def _reset_run_state(self, *, send: bool = True) -> None:
+    def _reset_run_state(self) -> None:
         with self._lock:
-            self._series.clear()
-            self._epochs = []
-            self._sent = 0
-            self._epochs_sent = 0
-            self._last_flush = -math.inf
-            self._replaying = False
+            self._steps.clear()
+            self._epochs.clear()
             self._finished = False
             self._start_step = 0
             self._steps_per_epoch: int | None = None
@@ -135,6 +223,12 @@ class TrainingMonitor(NNxWidget):
             self._step_seen = 0
             self._epoch_seen = 0
             self._n_epochs_run = 0
+            self._last_loss: float | None = None
+            self._last_finite: tuple[int, float] | None = None
+            self._nonfinite_since: int | None = None
+            self._nonfinite_steps = 0
+            self._snapshot_png = None
+            self.snapshot_of = ""
             self._rate_window: collections.deque[tuple[float, int, int]] = collections.deque()
             with self.hold_sync():
                 self.run_id = ""
@@ -146,24 +240,59 @@ class TrainingMonitor(NNxWidget):
                 self.samples_per_sec = None
                 self.elapsed = 0.0
                 self.eta = None
-            if send:  # views drop what they hold
-                self._send_series(RESET, 0, 0, 0)
+                self.last_loss = self.last_finite_loss = None
+                self.last_finite_step = self.loss_nonfinite_since = None
+                self.loss_nonfinite_steps = 0
 
     @property
     def loss_points(self) -> int:
-        """Number of per-step loss points the monitor holds."""
-        return len(self._series)
+        """Rows of the step series the monitor holds (steps, or buckets of steps)."""
+        return len(self._steps)
 
     @property
-    def epoch_rows(self) -> list[EpochRow]:
-        """The per-epoch rows (train summary and validation metrics), oldest first."""
-        with self._lock:
-            return list(self._epochs)
+    def steps_seen(self) -> int:
+        """Per-step records the monitor has received (rows merge past ``max_points``)."""
+        return self._steps.total
 
     def series(self) -> dict[str, list[float]]:
-        """A copy of the per-step series: ``{"step": [...], "loss": [...], "lr": [...]}``."""
+        """A copy of the held step series, one list per column.
+
+        ``step`` (the last step of each row), ``loss`` (mean of the finite losses),
+        ``lr``; and, for rows that are buckets of several steps once the series was
+        decimated, ``first``, ``loss:min``, ``loss:max``, ``n`` and ``bad``.
+        """
         with self._lock:
-            return {name: col.tolist() for name, col in self._series.columns.items()}
+            return {name: self._steps.column(name).tolist() for name in self._steps.fields}
+
+    @property
+    def epoch_rows(self) -> list[dict[str, Any]]:
+        """The held epoch rows, oldest first: ``epoch``, ``step``, ``lr``, ``seconds``,
+        ``improved``, ``train`` {metric: value} and ``val`` {metric: value} or None.
+        Non-finite values are None."""
+        with self._lock:
+            cols = {name: self._epochs.column(name).tolist() for name in self._epochs.fields}
+            metrics = self._epochs.values
+        rows = []
+        for i in range(len(cols["epoch"])):
+            train = {m[6:]: _finite(cols[m][i]) for m in metrics if m.startswith("train.")}
+            val = {m[4:]: _finite(cols[m][i]) for m in metrics if m.startswith("val.")}
+            rows.append(
+                {
+                    "epoch": cols["epoch"][i],
+                    "step": cols["step"][i],
+                    "lr": _finite(cols["lr"][i]),
+                    "seconds": _finite(cols["seconds"][i]),
+                    "improved": bool(cols["improved"][i]),
+                    "train": {k: v for k, v in train.items() if v is not None},
+                    "val": {k: v for k, v in val.items() if v is not None} or None,
+                }
+            )
+        return rows
+
+    @property
+    def transport_stats(self) -> Any:
+        """Messages and bytes sent to the views so far (``TransportStats``)."""
+        return self._transport.stats
 
     # ------------------------------------------------------------------ sink hooks
 
@@ -185,14 +314,14 @@ class TrainingMonitor(NNxWidget):
         with self._lock:
             self._control = None
             self.can_stop = False
-            self._flush()
+            self._transport.flush()
 
     @_never_breaks_training
     def on_run_started(self, event: RunStarted) -> None:
         with self._lock:
-            control, replaying = self._control, self._replaying
-            self._reset_run_state(send=not replaying)
-            self._control, self._replaying = control, replaying
+            control = self._control
+            self._reset_run_state()
+            self._control = control
             self._start_step = int(event.start_step)
             self._steps_per_epoch = event.steps_per_epoch
             self._t0_mono = self._clock()
@@ -209,37 +338,73 @@ class TrainingMonitor(NNxWidget):
                 self.n_epochs = int(event.start_epoch) + int(event.n_epochs) - 1
                 self.total_steps = self._expected_total_steps(int(event.n_epochs))
             self._n_epochs_run = int(event.n_epochs)
+            self._transport.flush()  # the views drop the previous run at once
+            self._update_fallback()
 
     @_never_breaks_training
     def on_step_ended(self, event: StepEnded) -> None:
         self._samples_stepped += event.samples
         self._step_seen = event.step
         self._epoch_seen = event.epoch
-        if self._clock() - self._last_flush >= self.update_interval:
-            self._flush()
+        self._transport.request_flush()
 
     @_never_breaks_training
     def on_step_metrics(self, event: StepMetrics) -> None:
+        records = event.records
+        if not records:
+            return
         with self._lock:
-            self._series.extend(event.records)
-            self._samples_recorded += sum(int(r.samples) for r in event.records)
-            if event.records:
-                last = event.records[-1]
-                if last.step > self._step_seen:
-                    self._step_seen, self._epoch_seen = last.step, last.epoch
-        if self._clock() - self._last_flush >= self.update_interval:
-            self._flush()
+            steps = [int(r.step) for r in records]
+            losses = [math.nan if r.loss is None else float(r.loss) for r in records]
+            self._steps.extend(
+                {
+                    "first": steps,
+                    "step": steps,
+                    "loss": losses,
+                    "lr": [math.nan if r.lr is None else float(r.lr) for r in records],
+                }
+            )
+            for step, loss in zip(steps, losses, strict=True):
+                if math.isfinite(loss):
+                    self._last_finite = (step, loss)
+                    self._nonfinite_since = None
+                else:
+                    if self._nonfinite_since is None:
+                        self._nonfinite_since = step
+                    self._nonfinite_steps += 1
+            self._last_loss = losses[-1]
+            self._samples_recorded += sum(int(r.samples) for r in records)
+            last = records[-1]
+            if last.step > self._step_seen:
+                self._step_seen, self._epoch_seen = last.step, last.epoch
+        self._transport.request_flush()
 
     @_never_breaks_training
     def on_epoch_ended(self, event: EpochEnded) -> None:
         with self._lock:
-            self._epochs.append(epoch_row(event))
+            row: dict[str, Any] = {
+                "first": [int(event.epoch)],
+                "epoch": [int(event.epoch)],
+                "step": [int(event.step)],
+                "lr": [math.nan if event.lr is None else float(event.lr)],
+                "seconds": [math.nan if event.seconds is None else float(event.seconds)],
+                "improved": [int(bool(event.improved))],
+            }
+            for part, values in (("train", event.train), ("val", event.val)):
+                for name, value in (values or {}).items():
+                    if name in _NOT_METRICS:
+                        continue
+                    key = f"{part}.{name}"
+                    if not self._epochs.has(key):
+                        self._epochs.add_value(key)
+                    row[key] = [math.nan if value is None else float(value)]
+            self._epochs.extend(row)
             self._step_seen = max(self._step_seen, int(event.step))
             self._epoch_seen = max(self._epoch_seen, int(event.epoch))
             if self._steps_per_epoch is None and len(self._epochs) == 1:
                 self._steps_per_epoch = int(event.step) - self._start_step
                 self.total_steps = self._expected_total_steps(self._n_epochs_run)
-            self._flush()
+        self._transport.request_flush()
 
     @_never_breaks_training
     def on_run_finished(self, event: RunFinished) -> None:
@@ -247,6 +412,8 @@ class TrainingMonitor(NNxWidget):
             self._finished = True
             self._finished_wall = float(event.time)
             self._step_seen = max(self._step_seen, int(event.steps))
+            # the last rows first: a view that sees the final status has every row
+            self._transport.flush()
             with self.hold_sync():
                 self.status = event.status if event.status in _TERMINAL else "finished"
                 self.stop_reason = event.stop_reason or ""
@@ -256,51 +423,21 @@ class TrainingMonitor(NNxWidget):
                         text = f"{text}\n\n{event.traceback.rstrip()}"
                     self.error = text
                 self.can_stop = False
-            self._flush()
+            self._update_fallback()
 
-    # ------------------------------------------------------------------ sending
+    # ------------------------------------------------------------------ counters
 
     def _expected_total_steps(self, n_epochs: int) -> int | None:
         if self._steps_per_epoch is None:
             return None
         return self._start_step + self._steps_per_epoch * n_epochs
 
-    def _send_series(self, kind: str, start: int, stop: int, epochs_start: int) -> None:
-        """Send points ``[start, stop)`` and epoch rows from ``epochs_start``, chunked."""
-        epochs = self._epochs[epochs_start:]
-        first = True
-        lo = start
-        while first or lo < stop:
-            hi = min(stop, lo + MAX_POINTS_PER_MESSAGE)
-            content, buffers = series_payload(
-                kind if first else APPEND,
-                self._series,
-                lo,
-                hi,
-                epochs if first else [],
-                epochs_start if first else len(self._epochs),
-            )
-            self.send(content, buffers=buffers)
-            first, lo = False, hi
-
-    def _flush(self) -> None:
-        """Send what is new since the last message, and refresh the counters."""
-        with self._lock:
-            if self._replaying:  # from_run sends once, after reading the whole log
-                return
-            now = self._clock()
-            self._last_flush = now
-            n, e = len(self._series), len(self._epochs)
-            if n > self._sent or e > self._epochs_sent:
-                self._send_series(APPEND, self._sent, n, self._epochs_sent)
-                self._sent, self._epochs_sent = n, e
-            self._update_counters(now)
-
     def _update_counters(self, now: float) -> None:
+        """Refresh the synced counters (the transport calls this at every flush)."""
         samples = max(self._samples_stepped, self._samples_recorded)
         step = self._step_seen
         elapsed = self._elapsed(now)
-        if not self._replaying and not self._finished:
+        if not self._finished and not self._transport.paused:
             self._rate_window.append((now, step, samples))
             while len(self._rate_window) > 2 and now - self._rate_window[0][0] > _RATE_WINDOW_S:
                 self._rate_window.popleft()
@@ -315,6 +452,11 @@ class TrainingMonitor(NNxWidget):
             self.elapsed = round(elapsed, 3)
             self.samples_per_sec = None if sps is None else round(sps, 3)
             self.eta = None if eta is None else round(eta, 3)
+            self.last_loss = _finite(self._last_loss)
+            if self._last_finite is not None:
+                self.last_finite_step, self.last_finite_loss = self._last_finite
+            self.loss_nonfinite_since = self._nonfinite_since
+            self.loss_nonfinite_steps = self._nonfinite_steps
 
     def _elapsed(self, now_mono: float) -> float:
         if self._started_wall is None:
@@ -338,14 +480,32 @@ class TrainingMonitor(NNxWidget):
     # ------------------------------------------------------------------ front end
 
     def _on_hello(self, content: dict[str, Any], buffers: list[Any]) -> None:
-        """A view was (re)rendered: send it the whole history."""
-        with self._lock:
-            n, e = len(self._series), len(self._epochs)
-            self._send_series(RESET, 0, n, 0)
-            self._sent, self._epochs_sent = n, e
+        """A view was (re)rendered or lost track: send it everything, in chunks."""
+        view = content.get("view")
+        req = content.get("req", 0)
+        if not isinstance(view, str) or not view or not isinstance(req, int):
+            raise ValueError(f"a hello without a view id: {content!r}; reload the page")
+        self._transport.snapshot(view, req)
 
     def _on_stop(self, content: dict[str, Any], buffers: list[Any]) -> None:
         self.stop()
+
+    def _on_snapshot_png(self, content: dict[str, Any], buffers: list[Any]) -> None:
+        """A picture of the charts from a view, for the notebook's fallback output."""
+        if len(buffers) != 1:
+            raise ValueError(f"snapshot_png carries {len(buffers)} buffers, expected 1")
+        png = bytes(buffers[0])
+        if not png.startswith(_PNG_MAGIC) or len(png) > _MAX_PNG_BYTES:
+            raise ValueError(
+                f"snapshot_png: not a PNG of at most {_MAX_PNG_BYTES} bytes "
+                f"({len(png)} bytes); the view sends the charts' picture here"
+            )
+        with self._lock:
+            if content.get("run_id") != self.run_id:
+                return  # a picture of a run this monitor no longer shows
+            self._snapshot_png = png
+            self.snapshot_of = f"{self.run_id}:{content.get('status', '')}"
+        self._update_fallback()
 
     def stop(self, reason: str = "stop requested from the monitor") -> None:
         """Ask the run to stop after its current step (the Stop button does this).
@@ -368,6 +528,62 @@ class TrainingMonitor(NNxWidget):
                 return
             self._control.request_stop(reason)
             self.status = "stopping"
+
+    # ------------------------------------------------------------------ fallback output
+
+    def _ipython_display_(self, **kwargs: Any) -> None:
+        """Display the live view, and under it the output a reopened notebook falls back on.
+
+        A saved notebook keeps the widget's output, but the widget's model lives in
+        the kernel: after a kernel restart JupyterLab shows "model not found" there.
+        The second output (hidden while the live view is shown) holds the last
+        picture of the charts and the ``from_run`` call that brings the monitor back.
+        """
+        from IPython.display import display
+
+        bundle = self._repr_mimebundle_(**kwargs)
+        data, metadata = bundle if isinstance(bundle, tuple) else (bundle, None)
+        display(data, raw=True, metadata=metadata)
+        handle = display(
+            self._fallback_bundle(), raw=True, display_id=f"nnx-monitor-{self.model_id}"
+        )
+        if handle is not None:
+            self._fallback = handle
+
+    def _fallback_bundle(self) -> dict[str, str]:
+        run_id = self.run_id
+        summary = self.summary()
+        if run_id:
+            hint = (
+                f"This is a static picture saved with the notebook. To bring the live "
+                f'monitor back, run <code>TrainingMonitor.from_run("{html.escape(run_id)}")'
+                f"</code> (from <code>nnx_lab.widgets</code>)."
+            )
+            text_hint = f'TrainingMonitor.from_run("{run_id}") brings the live monitor back.'
+        else:
+            hint = "The live monitor needs its kernel: run this cell again."
+            text_hint = hint
+        image = ""
+        if self._snapshot_png is not None:
+            data = base64.b64encode(self._snapshot_png).decode("ascii")
+            image = (
+                f'<img src="data:image/png;base64,{data}" alt="TrainingMonitor: '
+                f'{html.escape(summary)}" style="max-width: 100%; display: block">'
+            )
+        body = (
+            f'<div class="nnx-monitor-snapshot">{image}'
+            f"<p><b>TrainingMonitor</b> ({html.escape(summary)}). {hint}</p></div>"
+        )
+        return {"text/html": body, "text/plain": f"TrainingMonitor({summary}). {text_hint}"}
+
+    def _update_fallback(self) -> None:
+        handle = self._fallback
+        if handle is None:
+            return
+        try:
+            handle.update(self._fallback_bundle(), raw=True)
+        except Exception:  # no kernel to publish to (a script, a test)
+            log.debug("could not update the fallback output", exc_info=True)
 
     # ------------------------------------------------------------------ fit
 
@@ -393,6 +609,7 @@ class TrainingMonitor(NNxWidget):
                     "TrainingMonitor() to train"
                 )
             self._reset_run_state()
+            self._transport.flush()
             self._stop_pending = None
             sinks = [self, *callbacks]
 
@@ -413,7 +630,8 @@ class TrainingMonitor(NNxWidget):
                 self.status = "failed"
                 self.can_stop = False
             self._finished = True
-            self._flush()
+            self._transport.flush()
+            self._update_fallback()
 
     @property
     def run(self) -> Any:
@@ -452,43 +670,48 @@ class TrainingMonitor(NNxWidget):
     def from_run(
         cls,
         run_id: str,
-        runs_root: str | os.PathLike[str] = "runs",
+        runs_root: str | os.PathLike[str] | None = None,
         follow: bool = True,
         *,
         poll_interval: float = 0.25,
         update_interval: float = 0.1,
         smoothing: float = 0.9,
+        max_points: int = 100_000,
+        max_epochs: int = 20_000,
     ) -> TrainingMonitor:
         """Show a run from ``<runs_root>/<run_id>/metrics.jsonl``.
 
-        With ``follow=True`` and a run that has not finished (another process still
-        writes it), a thread polls the file every ``poll_interval`` seconds until the
-        run finishes or ``close()`` is called.
+        ``run_id`` may be an unambiguous prefix of the id. ``runs_root=None`` means
+        ``$NNX_RUNS_ROOT``, else ``./runs`` (as for training). With ``follow=True``
+        and a run that has not finished (another process still writes it), a thread
+        polls the file every ``poll_interval`` seconds until the run finishes or
+        ``close()`` is called.
         """
-        run_dir = pathlib.Path(runs_root) / str(run_id)
-        if not run_dir.is_dir():
-            raise FileNotFoundError(
-                f"no run {run_id!r} under {pathlib.Path(runs_root).resolve()}: the folder "
-                f"{run_dir} does not exist; check the id, or pass runs_root="
-            )
-        if poll_interval <= 0:
+        if not (isinstance(poll_interval, int | float) and poll_interval > 0):
             raise ValueError(f"poll_interval={poll_interval!r}: pass a positive number of seconds")
-        monitor = cls(update_interval=update_interval, smoothing=smoothing)
+        run_dir = find_run_dir(run_id, runs_root)
+        monitor = cls(
+            update_interval=update_interval,
+            smoothing=smoothing,
+            max_points=max_points,
+            max_epochs=max_epochs,
+        )
         monitor._log_path = run_dir / "metrics.jsonl"
-        monitor.run_id = str(run_id)
+        monitor.run_id = run_dir.name
+        monitor.from_log = True
         tail = JsonlTail(monitor._log_path)
-        monitor._replaying = True
+        monitor._transport.paused = True  # one update once the whole log is read
         try:
             monitor._consume(tail.read(), tail)
         finally:
-            monitor._replaying = False
-        monitor._flush()
+            monitor._transport.paused = False
+        monitor._transport.flush()
         if not monitor._finished:
             if follow:
                 monitor._follow_thread = threading.Thread(
                     target=monitor._follow_loop,
                     args=(tail, float(poll_interval)),
-                    name=f"nnx-monitor-follow-{run_id}",
+                    name=f"nnx-monitor-follow-{run_dir.name}",
                     daemon=True,
                 )
                 monitor._follow_thread.start()
@@ -498,7 +721,9 @@ class TrainingMonitor(NNxWidget):
 
     def _consume(self, lines: list[dict[str, Any]], tail: JsonlTail) -> None:
         if tail.restarted:
+            run_id = self.run_id
             self._reset_run_state()
+            self.run_id = run_id
         for obj in lines:
             try:
                 event: Event = event_from_json(obj)
@@ -508,6 +733,7 @@ class TrainingMonitor(NNxWidget):
             hook = getattr(self, event.hook, None)
             if hook is not None:
                 hook(event)
+        self.can_stop = False  # a run read from its log is stopped where it runs
 
     def _follow_loop(self, tail: JsonlTail, poll_interval: float) -> None:
         last_tick = time.monotonic()
@@ -519,7 +745,7 @@ class TrainingMonitor(NNxWidget):
                     return
                 now = time.monotonic()
                 if now - last_tick >= 1.0 or lines:  # keep elapsed/ETA moving
-                    self._flush()
+                    self._transport.flush()
                     last_tick = now
             except Exception as exc:  # shown under the widget, never lost
                 log.exception("following %s failed", tail.path)
@@ -547,12 +773,15 @@ class TrainingMonitor(NNxWidget):
         thread = getattr(self, "_follow_thread", None)
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout=5)
+        transport = getattr(self, "_transport", None)
+        if transport is not None:
+            transport.close()
         super().close()
 
     # ------------------------------------------------------------------ text
 
     def summary(self) -> str:
-        """One line: run, status, epoch, step and the last loss."""
+        """One line: run, status, epoch, step, the last loss (and non-finite losses)."""
         parts = [f"run={self.run_id or '-'}", f"status={self.status}"]
         if self.n_epochs:
             parts.append(f"epoch {self.epoch}/{self.n_epochs}")
@@ -563,9 +792,11 @@ class TrainingMonitor(NNxWidget):
         else:
             parts.append(f"step {self.step}")
         with self._lock:
-            loss = self._series.last("loss")
-        if loss is not None and math.isfinite(loss):
-            parts.append(f"loss {loss:.4g}")
+            last, since = self._last_loss, self._nonfinite_since
+        if since is not None:
+            parts.append(f"loss non-finite since step {since}")
+        elif last is not None and math.isfinite(last):
+            parts.append(f"loss {last:.4g}")
         return ", ".join(parts)
 
     def __repr__(self) -> str:

@@ -1,48 +1,62 @@
-"""The wire protocol between the kernel-side widgets and their front end.
+"""The wire protocol between nnx-lab's kernel-side widgets and their front end.
 
-Written down once here and once in ``js/protocol.js``; the two must agree. A widget
-talks over two channels:
+Written down once here and once in ``js/shared/protocol.js``; the two must agree (a
+test checks it). A widget talks over two channels:
 
-* **Synced traitlets** carry small state (run id, status, counters, rates, the error
-  text). ipywidgets keeps them in the kernel, so a reloaded page gets them back.
-* **Custom messages** (``widget.send(content, buffers)``) carry the growing series.
-  Every message is a JSON object with a ``kind``; bulk values travel as binary
-  buffers, never as JSON lists.
+* **Synced traitlets** carry small state (run id, status, counters, the error text).
+  ipywidgets keeps them in the kernel, so a reloaded page gets them back.
+* **Custom messages** (``widget.send(content, buffers)``) carry growing column
+  series. Every message is a JSON object with a ``kind``; bulk values travel as
+  binary buffers, never as JSON lists. Every custom message reaches every view of
+  the widget (ipywidgets has no per-view address): a message meant for one view
+  names it in ``to``.
 
 Front end -> kernel
 -------------------
-``{"kind": "hello", "version": 1}``
-    A view was rendered (first display, page reload, second view). The kernel
-    answers with ``reset`` (followed by ``append`` chunks when the history is long).
+``{"kind": "hello", "version": 2, "view": <id>, "req": <n>}``
+    A view was rendered (first display, page reload, a second view), or it lost
+    track (a sequence gap, no answer in time). The kernel answers with a
+    ``snapshot`` addressed to that view.
 ``{"kind": "stop"}``
     The Stop button: ask the training loop to stop after the current step.
+``{"kind": "snapshot_png", "view": <id>}`` + one buffer (a PNG)
+    A picture of the charts, kept as the fallback output a reopened notebook shows
+    when its kernel is gone (see ``TrainingMonitor``).
 
 Kernel -> front end
 -------------------
-``{"kind": "reset", ...SeriesPayload}``
-    Replace everything the view holds with this payload (an empty one when a new
-    run starts).
-``{"kind": "append", ...SeriesPayload}``
-    Points and epoch rows added since the previous message. Sent at most every
-    ``update_interval`` seconds (0.1 s by default), never once per step.
+``{"kind": "update", "version": 2, "seq": <n>, "ops": [Op, ...]}``
+    What changed since the previous update, sent to every view at most every
+    ``update_interval`` seconds. ``seq`` grows by one per update; a view that sees
+    a jump has missed one and says ``hello`` again.
+``{"kind": "snapshot", "version": 2, "seq": <n>, "to": <view>, "req": <n>,
+"part": <i>, "parts": <k>, "ops": [Op, ...]}``
+    Everything, for one view, in ``parts`` messages of at most
+    ``MAX_MESSAGE_BYTES`` each. On part 0 the view drops what it holds; after the
+    last part it holds the state of update ``seq`` and applies updates from
+    ``seq + 1``.
 
-SeriesPayload
--------------
-``version``       protocol version (``PROTOCOL_VERSION``)
-``start``         kernel index of the first step point in the buffers
-``count``         number of step points in each buffer
-``fields``        buffer names, in buffer order (``STEP_FIELDS``)
-``dtypes``        buffer element types, in buffer order (little-endian)
-``epochs_start``  kernel index of the first epoch row in ``epochs``
-``epochs``        per-epoch rows (``EpochRow``), JSON; non-finite numbers are null
+Op
+--
+``{"series": name, "at": i, "count": k, "fields": [...], "dtypes": [...],
+"width": w, "total": t, "buffer": b}``: the view keeps the first ``at`` rows of the
+series and appends the ``count`` rows carried by the message's buffers
+``b .. b + len(fields) - 1`` (one per field, little-endian). ``width`` is the raw
+points per full bucket (1 until the series was decimated), ``total`` the raw points
+the series has seen. A view holding fewer than ``at`` rows has missed data: it says
+``hello``.
 
-The buffers are the step series, one buffer per field: ``step`` (int32, the global
-optimizer step), ``loss`` (float32, the raw training loss of that step; NaN when
-non-finite) and ``lr`` (float32, the learning rate used by that step).
+Series of the TrainingMonitor
+-----------------------------
+``steps``: one row per optimizer step (a bucket of ``width`` steps once decimated):
+``first``, ``step`` (int32: first and last step of the bucket), ``loss`` (mean of
+the finite losses), ``loss:min``, ``loss:max``, ``lr`` (the last), ``n`` (steps),
+``bad`` (steps whose loss was non-finite).
 
-A view appends what lies beyond what it holds: a message whose ``start`` is below
-the view's count only adds its tail, so a reply to ``hello`` that overlaps a
-broadcast ``append`` never duplicates points.
+``epochs``: one row per epoch end (or bucket of epochs): ``first``, ``epoch``,
+``step``, ``lr``, ``seconds`` (mean), ``improved`` (1 when an epoch of the row
+became BEST), ``n``, and per metric ``train.<name>`` / ``val.<name>`` with their
+``:min`` / ``:max``.
 """
 
 from __future__ import annotations
@@ -50,63 +64,64 @@ from __future__ import annotations
 from typing import Literal, TypedDict
 
 __all__ = [
-    "APPEND",
     "FRONTEND_KINDS",
     "HELLO",
     "KERNEL_KINDS",
-    "MAX_POINTS_PER_MESSAGE",
+    "MAX_MESSAGE_BYTES",
     "PROTOCOL_VERSION",
-    "RESET",
+    "SNAPSHOT",
+    "SNAPSHOT_PNG",
     "STATUSES",
-    "STEP_FIELDS",
     "STOP",
-    "EpochRow",
-    "SeriesPayload",
+    "UPDATE",
+    "Op",
 ]
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2
 
 # front end -> kernel
 HELLO = "hello"
 STOP = "stop"
-FRONTEND_KINDS = (HELLO, STOP)
+SNAPSHOT_PNG = "snapshot_png"
+FRONTEND_KINDS = (HELLO, STOP, SNAPSHOT_PNG)
 
 # kernel -> front end
-RESET = "reset"
-APPEND = "append"
-KERNEL_KINDS = (RESET, APPEND)
+UPDATE = "update"
+SNAPSHOT = "snapshot"
+KERNEL_KINDS = (UPDATE, SNAPSHOT)
 
-# The step series: (field name, dtype). Order = buffer order. Little-endian.
-STEP_FIELDS: tuple[tuple[str, str], ...] = (
-    ("step", "int32"),
-    ("loss", "float32"),
-    ("lr", "float32"),
-)
-
-# A long history is sent as one reset and then appends of at most this many points,
-# so no single message grows past a few MB.
-MAX_POINTS_PER_MESSAGE = 250_000
+# No custom message carries more than this many bytes of buffers: a long history is
+# sent as several messages (the server and the browser stay responsive).
+MAX_MESSAGE_BYTES = 512 * 1024
 
 # The lifecycle shown by the monitor's ``status`` trait.
 STATUSES = ("created", "running", "stopping", "stopped", "finished", "failed")
 
 
-class EpochRow(TypedDict):
-    epoch: int
-    step: int  # global step at the end of the epoch (x position of the epoch mark)
-    lr: float | None
-    seconds: float | None
-    improved: bool
-    train: dict[str, float | None]
-    val: dict[str, float | None] | None
-
-
-class SeriesPayload(TypedDict):
-    kind: Literal["reset", "append"]
-    version: int
-    start: int
+class Op(TypedDict):
+    series: str
+    at: int
     count: int
     fields: list[str]
     dtypes: list[str]
-    epochs_start: int
-    epochs: list[EpochRow]
+    width: int
+    total: int
+    buffer: int
+
+
+class UpdateMessage(TypedDict):
+    kind: Literal["update"]
+    version: int
+    seq: int
+    ops: list[Op]
+
+
+class SnapshotMessage(TypedDict):
+    kind: Literal["snapshot"]
+    version: int
+    seq: int
+    to: str
+    req: int
+    part: int
+    parts: int
+    ops: list[Op]

@@ -1,39 +1,47 @@
-"""A stand-in for a widget's front end, for tests and benchmarks with no browser.
+"""Helpers for tests and benchmarks with no browser.
 
-``FakeFrontend(widget)`` captures everything the widget would send over its comm
-(state updates and custom messages), counts messages and bytes, and keeps a copy of
-the series exactly as ``js/series.js`` would (same overlap and reset rules), so a
-test can check what a real view would hold. It also sends front-end messages
-(``hello()``, ``click_stop()``) the way the browser does.
+``FakeFrontend(widget)`` captures everything the widget sends over its comm (state
+updates and custom messages), counts messages and bytes, and sends front-end
+messages (``hello()``, ``click_stop()``) the way the browser does. It does not
+pretend to be a view: what a view holds after these messages is tested on the real
+JavaScript modules (``tests/js``, and ``tests/python/test_widget_contract.py``,
+which replays captured messages through them with Node).
+
+``scripted_run`` makes the events of a training run without torch; ``feed`` sends
+them through the engine's own ``EventBus``, and ``write_jsonl`` writes them with the
+engine's own ``JsonlLogger``.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
-from array import array
+from pathlib import Path
 from typing import Any
 
-from ._protocol import HELLO, PROTOCOL_VERSION, RESET, STOP
+import numpy as np
+
+from ._protocol import HELLO, PROTOCOL_VERSION, SNAPSHOT, STOP, UPDATE
 
 __all__ = ["FakeFrontend", "feed", "scripted_run", "write_jsonl"]
 
-_TYPECODES = {"int32": "i", "float32": "f"}
+_DTYPES = {"int32": np.int32, "float32": np.float32}
+_views = itertools.count(1)
 
 
 class FakeFrontend:
+    """Captures a widget's outgoing messages; sends front-end messages to it."""
+
     def __init__(self, widget: Any) -> None:
         self.widget = widget
+        self.view = f"fake-{next(_views)}"
         self.messages: list[tuple[dict[str, Any], list[bytes]]] = []
         self.bytes_sent = 0
         self.state: dict[str, Any] = {}
-        self.columns: dict[str, list[float]] = {"step": [], "loss": [], "lr": []}
-        self.end = 0
-        self.epochs: list[dict[str, Any]] = []
+        self._req = 0
         self._lock = threading.Lock()
         widget._send = self._capture  # every comm message goes through _send
-
-    # ------------------------------------------------------------------ capture
 
     def _capture(self, msg: dict[str, Any], buffers: list[Any] | None = None) -> None:
         raw = [bytes(b) for b in buffers or []]
@@ -43,47 +51,66 @@ class FakeFrontend:
             self.bytes_sent += size
             if msg.get("method") == "update":
                 self.state.update(msg.get("state", {}))
-            elif msg.get("method") == "custom":
-                self._apply(msg["content"], raw)
 
-    def _apply(self, content: dict[str, Any], buffers: list[bytes]) -> None:
-        assert content["version"] == PROTOCOL_VERSION
-        cols = {}
-        for name, dtype, buf in zip(content["fields"], content["dtypes"], buffers, strict=True):
-            arr = array(_TYPECODES[dtype])
-            arr.frombytes(buf)
-            assert len(arr) == content["count"], (name, len(arr), content["count"])
-            cols[name] = arr.tolist()
-        if content["kind"] == RESET:
-            self.columns = {name: [] for name in self.columns}
-            self.end = 0
-            self.epochs = []
-        start, count = content["start"], content["count"]
-        skip = max(0, self.end - start)
-        if count > skip:
-            for name in self.columns:
-                self.columns[name].extend(cols[name][skip:])
-        self.end = max(self.end, start + count)
-        already = max(0, len(self.epochs) - content["epochs_start"])
-        self.epochs.extend(content["epochs"][already:])
-
-    # ------------------------------------------------------------------ views
+    # ------------------------------------------------------------------ what was sent
 
     @property
     def custom(self) -> list[dict[str, Any]]:
         return [m["content"] for m, _ in self.messages if m.get("method") == "custom"]
 
+    def custom_with_buffers(self) -> list[tuple[dict[str, Any], list[bytes]]]:
+        return [(m["content"], b) for m, b in self.messages if m.get("method") == "custom"]
+
     @property
     def updates(self) -> list[dict[str, Any]]:
         return [m["state"] for m, _ in self.messages if m.get("method") == "update"]
 
-    @property
-    def points(self) -> int:
-        """Loss points a view would hold (the ``data-points`` of the loss chart)."""
-        return len(self.columns["step"])
+    def series_messages(self) -> list[dict[str, Any]]:
+        """The update and snapshot messages, in order."""
+        return [c for c in self.custom if c.get("kind") in (UPDATE, SNAPSHOT)]
+
+    def rows_sent(self, series: str, kinds: tuple[str, ...] = (UPDATE,)) -> int:
+        """Rows of ``series`` carried by the messages of the given kinds."""
+        return sum(
+            op["count"]
+            for c in self.custom
+            if c.get("kind") in kinds
+            for op in c["ops"]
+            if op["series"] == series
+        )
+
+    def length_after(self, series: str) -> int:
+        """The row count of ``series`` that this view's snapshot and the later updates add
+        up to (by the ops' ``at`` and ``count`` alone: what the rows hold is the real
+        JavaScript's business, see tests/js)."""
+        length = 0
+        synced = False
+        for c in self.custom:
+            if c.get("kind") == SNAPSHOT and c.get("to") == self.view:
+                if c["part"] == 0:
+                    length, synced = 0, True
+            elif c.get("kind") != UPDATE or not synced:
+                continue
+            for op in c["ops"]:
+                if op["series"] == series:
+                    length = op["at"] + op["count"]
+        return length
+
+    @staticmethod
+    def decode(content: dict[str, Any], buffers: list[bytes]) -> dict[str, dict[str, Any]]:
+        """The columns each op of one message carries: {series: {field: ndarray}}."""
+        out: dict[str, dict[str, Any]] = {}
+        for op in content["ops"]:
+            cols = {}
+            for i, (name, dtype) in enumerate(zip(op["fields"], op["dtypes"], strict=True)):
+                arr = np.frombuffer(buffers[op["buffer"] + i], dtype=_DTYPES[dtype])
+                assert len(arr) == op["count"], (name, len(arr), op["count"])
+                cols[name] = arr
+            out.setdefault(op["series"], cols)
+        return out
 
     def clear(self) -> None:
-        """Forget counted messages (not the series copy)."""
+        """Forget the captured messages."""
         with self._lock:
             self.messages.clear()
             self.bytes_sent = 0
@@ -91,9 +118,12 @@ class FakeFrontend:
     # ------------------------------------------------------------------ front end -> kernel
 
     def hello(self) -> None:
-        """What a newly rendered view sends; the kernel answers with the whole history."""
+        """What a rendered view sends; the kernel answers with a snapshot for it."""
+        self._req += 1
         self.widget._dispatch_frontend_msg(
-            self.widget, {"kind": HELLO, "version": PROTOCOL_VERSION}, []
+            self.widget,
+            {"kind": HELLO, "version": PROTOCOL_VERSION, "view": self.view, "req": self._req},
+            [],
         )
 
     def click_stop(self) -> None:
@@ -102,7 +132,7 @@ class FakeFrontend:
 
 def scripted_run(
     *,
-    run_id: str = "run0",
+    run_id: str = "0" * 32,
     n_epochs: int = 3,
     steps_per_epoch: int = 10,
     batch_size: int = 32,
@@ -110,11 +140,13 @@ def scripted_run(
     with_val: bool = True,
     status: str = "finished",
     stop_after: int | None = None,
+    nonfinite_from: int | None = None,
 ) -> list[Any]:
     """The events a training loop emits, in order (like the engine's), no torch needed.
 
-    Loss of step ``s`` is ``1 / s``; lr is 0.01 halved each epoch. ``stop_after``
-    ends the run after that many steps with ``status`` (e.g. "stopped").
+    Loss of step ``s`` is ``1 / s`` (NaN from step ``nonfinite_from`` on); lr is 0.01
+    halved each epoch (for the first 20 epochs, then constant). ``stop_after`` ends
+    the run after that many steps with ``status`` (e.g. "stopped").
     """
     from ..engine.events import (
         CheckpointWritten,
@@ -141,10 +173,11 @@ def scripted_run(
     buffer: list[Any] = []
     epochs_done = 0
     for epoch in range(1, n_epochs + 1):
-        lr = 0.01 / 2 ** (epoch - 1)
+        lr = 0.01 / 2 ** min(epoch - 1, 19)
         for batch in range(steps_per_epoch):
             step += 1
             events.append(StepEnded(step=step, epoch=epoch, batch=batch, samples=batch_size))
+            bad = nonfinite_from is not None and step >= nonfinite_from
             buffer.append(
                 StepRecord(
                     step=step,
@@ -152,7 +185,7 @@ def scripted_run(
                     batch=batch,
                     lr=lr,
                     samples=batch_size,
-                    loss=1.0 / step,
+                    loss=float("nan") if bad else 1.0 / step,
                     accuracy=0.5,
                 )
             )
@@ -163,17 +196,19 @@ def scripted_run(
             if stopping:
                 break
         else:
-            val = {"loss": 1.0 / (epoch + 1), "accuracy": 0.5 + 0.1 * epoch} if with_val else None
+            bad = nonfinite_from is not None and step >= nonfinite_from
+            val_loss = float("nan") if bad else 1.0 / (epoch + 1)
+            val = {"loss": val_loss, "accuracy": 0.5 + 0.1 * epoch} if with_val else None
             events.append(
                 EpochEnded(
                     epoch=epoch,
                     step=step,
                     lr=lr,
-                    train={"loss": 1.0 / step, "accuracy": 0.5},
+                    train={"loss": float("nan") if bad else 1.0 / step, "accuracy": 0.5},
                     val=val,
-                    signal=None if val is None else val["loss"],
+                    signal=None if val is None or bad else val["loss"],
                     signal_source=None if val is None else "val_edp.loss",
-                    improved=True,
+                    improved=not bad,
                     seconds=0.5,
                 )
             )
@@ -199,23 +234,23 @@ def scripted_run(
 
 
 def feed(sink: Any, events: list[Any]) -> None:
-    """Deliver events to a sink the way the engine's bus does."""
+    """Deliver events to a sink through the engine's ``EventBus``."""
+    from ..engine.sinks import EventBus
+
+    bus = EventBus([sink])
     for event in events:
-        hook = getattr(sink, event.hook, None)
-        if hook is not None:
-            hook(event)
+        bus.emit(event)
 
 
 def write_jsonl(path: Any, events: list[Any]) -> None:
-    """Append events to a metrics.jsonl as the engine's logger writes it."""
-    from dataclasses import asdict
+    """Append events to a ``metrics.jsonl`` with the engine's ``JsonlLogger``."""
+    from ..engine.callbacks import JsonlLogger
+    from ..engine.sinks import EventBus
 
-    from ..engine.events import StepMetrics
-
-    with open(path, "a", encoding="utf-8") as fh:
+    logger = JsonlLogger(Path(path))
+    bus = EventBus([logger])
+    try:
         for event in events:
-            if isinstance(event, StepMetrics):
-                for record in event.records:
-                    fh.write(json.dumps({"event": "step", **asdict(record)}) + "\n")
-            else:
-                fh.write(json.dumps(event.to_json()) + "\n")
+            bus.emit(event)
+    finally:
+        logger.on_detach()

@@ -199,6 +199,7 @@ class JupyterServer:
     def api(self, path: str, method: str = "GET") -> object:
         req = urllib.request.Request(
             f"{self.base}{path}",
+            data=b"" if method == "POST" else None,
             method=method,
             headers={"Authorization": f"token {self.token}"},
         )

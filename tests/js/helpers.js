@@ -1,4 +1,4 @@
-// Test doubles: an anywidget model and a recording 2D canvas context.
+// Test doubles: an anywidget model, kernel-style series messages, a manual clock.
 
 /** A fake anywidget model: get/set/on/off/save_changes/send, plus test helpers. */
 export function fakeModel(initial = {}) {
@@ -15,7 +15,14 @@ export function fakeModel(initial = {}) {
     elapsed: 0,
     eta: null,
     can_stop: false,
+    from_log: false,
     smoothing: 0.9,
+    last_loss: null,
+    last_finite_loss: null,
+    last_finite_step: null,
+    loss_nonfinite_since: null,
+    loss_nonfinite_steps: 0,
+    snapshot_of: "",
     error: "",
     ...initial,
   };
@@ -37,15 +44,17 @@ export function fakeModel(initial = {}) {
       if (cb) handlers.get(event).delete(cb);
       else handlers.delete(event);
     },
-    save_changes() {},
+    saves: 0,
+    save_changes() {
+      model.saves += 1;
+    },
     send(content, _callbacks, buffers) {
       sent.push({ content, buffers });
     },
-    // helpers
     emit(event, ...args) {
       for (const cb of [...(handlers.get(event) || [])]) cb(...args);
     },
-    /** deliver a kernel -> front-end custom message */
+    /** deliver a kernel -> view custom message */
     custom(content, buffers = []) {
       model.emit("msg:custom", content, buffers);
     },
@@ -54,69 +63,143 @@ export function fakeModel(initial = {}) {
       for (const set of handlers.values()) n += set.size;
       return n;
     },
+    /** the last hello this model sent */
+    lastHello() {
+      const hellos = sent.filter((m) => m.content.kind === "hello");
+      return hellos.length ? hellos[hellos.length - 1].content : null;
+    },
     sent,
     state,
   };
   return model;
 }
 
+/** Bytes of a typed array at an odd offset of a bigger buffer, as a wire buffer may be. */
+function wireView(arr) {
+  const bytes = new Uint8Array(arr.buffer, arr.byteOffset, arr.byteLength);
+  const big = new Uint8Array(bytes.byteLength + 3);
+  big.set(bytes, 3);
+  return new DataView(big.buffer, 3, bytes.byteLength);
+}
+
+const ARRAYS = { int32: Int32Array, float32: Float32Array };
+
 /**
- * A kernel-style series message, with buffers as DataViews (as anywidget delivers them).
- * @param {"reset"|"append"} kind
+ * One op and its buffers.
+ * @param {string} series
+ * @param {number} at
+ * @param {Record<string, [string, number[]]>} columns  field -> [dtype, values]
+ * @param {{width?: number, total?: number}} [meta]
  */
-export function seriesMessage(kind, start, steps, losses, lrs, epochs = [], epochsStart = 0) {
-  const count = steps.length;
-  const toView = (arr) => {
-    // put the bytes at an odd offset inside a larger buffer, as a real wire buffer may be
-    const bytes = new Uint8Array(arr.buffer, arr.byteOffset, arr.byteLength);
-    const big = new Uint8Array(bytes.byteLength + 3);
-    big.set(bytes, 3);
-    return new DataView(big.buffer, 3, bytes.byteLength);
-  };
-  const buffers = [
-    toView(Int32Array.from(steps)),
-    toView(Float32Array.from(losses)),
-    toView(Float32Array.from(lrs ?? steps.map(() => 0.01))),
-  ];
+export function op(series, at, columns, meta = {}) {
+  const fields = Object.keys(columns);
+  const dtypes = fields.map((f) => columns[f][0]);
+  const count = fields.length ? columns[fields[0]][1].length : 0;
+  const buffers = fields.map((f) => wireView(ARRAYS[columns[f][0]].from(columns[f][1])));
   return {
-    content: {
-      kind,
-      version: 1,
-      start,
-      count,
-      fields: ["step", "loss", "lr"],
-      dtypes: ["int32", "float32", "float32"],
-      epochs_start: epochsStart,
-      epochs,
-    },
+    op: { series, at, count, fields, dtypes, width: meta.width ?? 1, total: meta.total ?? at + count, buffer: 0 },
     buffers,
   };
+}
+
+/** Join ops into one message's ops list and buffer list. */
+function pack(ops) {
+  const list = [];
+  const buffers = [];
+  for (const o of ops) {
+    list.push({ ...o.op, buffer: buffers.length });
+    buffers.push(...o.buffers);
+  }
+  return { ops: list, buffers };
+}
+
+export function update(seq, ops) {
+  const { ops: list, buffers } = pack(ops);
+  return { content: { kind: "update", version: 2, seq, ops: list }, buffers };
+}
+
+export function snapshot(to, req, seq, ops, part = 0, parts = 1) {
+  const { ops: list, buffers } = pack(ops);
+  return { content: { kind: "snapshot", version: 2, seq, to, req, part, parts, ops: list }, buffers };
+}
+
+/** Step-series columns for steps `from..to` (inclusive) with loss f(step). */
+export function stepColumns(from, to, loss = (s) => 1 / s, lr = () => 0.01) {
+  const steps = range(from, to + 1);
+  const losses = steps.map(loss);
+  return {
+    first: ["int32", steps],
+    step: ["int32", steps],
+    loss: ["float32", losses],
+    "loss:min": ["float32", losses],
+    "loss:max": ["float32", losses],
+    lr: ["float32", steps.map(lr)],
+    n: ["int32", steps.map(() => 1)],
+    bad: ["int32", losses.map((v) => (Number.isFinite(v) ? 0 : 1))],
+  };
+}
+
+/** Epoch-series columns for epochs `from..to`. */
+export function epochColumns(from, to, { stepsPerEpoch = 10, val = true } = {}) {
+  const epochs = range(from, to + 1);
+  const cols = {
+    first: ["int32", epochs],
+    epoch: ["int32", epochs],
+    step: ["int32", epochs.map((e) => e * stepsPerEpoch)],
+    lr: ["float32", epochs.map(() => 1e-5)],
+    seconds: ["float32", epochs.map(() => 1.5)],
+    "seconds:min": ["float32", epochs.map(() => 1.5)],
+    "seconds:max": ["float32", epochs.map(() => 1.5)],
+    improved: ["int32", epochs.map((e) => (e === 2 ? 1 : 0))],
+    n: ["int32", epochs.map(() => 1)],
+  };
+  const metric = (name, f) => {
+    const v = epochs.map(f);
+    cols[name] = ["float32", v];
+    cols[`${name}:min`] = ["float32", v];
+    cols[`${name}:max`] = ["float32", v];
+  };
+  metric("train.loss", (e) => 2 / e);
+  if (val) {
+    metric("val.loss", (e) => 1 / e);
+    metric("val.accuracy", (e) => 0.5 + e / 1000);
+  }
+  return cols;
 }
 
 export function range(a, b) {
   return Array.from({ length: b - a }, (_, i) => a + i);
 }
 
-/** A 2D context that records calls instead of drawing. */
-export function recordingContext() {
-  const calls = { lineTo: 0, moveTo: 0, arc: 0, fillText: [], stroke: 0 };
-  const ctx = new Proxy(
-    {},
-    {
-      get(_t, prop) {
-        if (prop === "calls") return calls;
-        if (prop === "lineTo") return () => (calls.lineTo += 1);
-        if (prop === "moveTo") return () => (calls.moveTo += 1);
-        if (prop === "arc") return () => (calls.arc += 1);
-        if (prop === "stroke") return () => (calls.stroke += 1);
-        if (prop === "fillText") return (text) => calls.fillText.push(String(text));
-        if (prop === "measureText") return (text) => ({ width: 6 * String(text).length });
-        return () => {};
-      },
-      set() {
-        return true;
-      },
+/** A clock whose timers fire only when the test advances it. */
+export function manualClock() {
+  let now = 0;
+  let next = 1;
+  const timers = new Map();
+  return {
+    now: () => now,
+    setTimeout(fn, ms) {
+      const id = next++;
+      timers.set(id, { at: now + ms, fn });
+      return id;
     },
-  );
-  return ctx;
+    clearTimeout(id) {
+      timers.delete(id);
+    },
+    advance(ms) {
+      now += ms;
+      for (const [id, t] of [...timers]) {
+        if (t.at <= now) {
+          timers.delete(id);
+          t.fn();
+        }
+      }
+    },
+    pending: () => timers.size,
+  };
+}
+
+/** Wait for animation frames and timers queued by the code under test. */
+export function settle(ms = 40) {
+  return new Promise((resolve) => setTimeout(resolve, ms));
 }

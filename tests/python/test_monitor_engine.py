@@ -68,7 +68,7 @@ def test_blocking_train_updates_the_monitor(tmp_path):
     assert monitor.status == "finished" == run.status.value
     assert (monitor.epoch, monitor.n_epochs) == (3, 3)
     assert monitor.step == monitor.total_steps == 24
-    assert monitor.loss_points == 24 == fe.points
+    assert monitor.loss_points == 24 == fe.rows_sent("steps")
     assert monitor.samples == 3 * 256
     rows = monitor.epoch_rows
     assert [r["epoch"] for r in rows] == [1, 2, 3]
@@ -168,7 +168,7 @@ def test_from_run_follows_a_real_run_while_it_is_written(tmp_path):
     deadline = time.monotonic() + 60
     while not writer.run_id and time.monotonic() < deadline:
         time.sleep(0.01)
-    follower = TrainingMonitor.from_run(writer.run_id, runs_root=tmp_path, poll_interval=0.05)
+    follower = TrainingMonitor.from_run(writer.run_id[:8], runs_root=tmp_path, poll_interval=0.05)
     fe = FakeFrontend(follower)
     fe.hello()
     seen_running = follower.status == "running"
@@ -178,7 +178,7 @@ def test_from_run_follows_a_real_run_while_it_is_written(tmp_path):
     assert follower.status == "finished"
     assert follower.series() == writer.series()
     assert follower.epoch_rows == writer.epoch_rows
-    assert fe.points == 64 == follower.loss_points
+    assert fe.length_after("steps") == 64 == follower.loss_points
     assert follower.run_id == run.id
     follower.close()
     writer.close()

@@ -14,9 +14,10 @@ export function fmtValue(v) {
   return Number(v.toPrecision(4)).toString();
 }
 
-/** Seconds as "12.3s", "4m 05s", "2h 03m". */
+/** Seconds as "35ms", "12.3s", "4m 05s", "2h 03m". */
 export function fmtDuration(s) {
   if (s === null || s === undefined || !Number.isFinite(s) || s < 0) return "–";
+  if (s < 1) return `${Math.round(s * 1000)}ms`;
   if (s < 60) return `${s.toFixed(1)}s`;
   const m = Math.floor(s / 60);
   if (m < 60) return `${m}m ${String(Math.floor(s % 60)).padStart(2, "0")}s`;

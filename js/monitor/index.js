@@ -1,0 +1,11 @@
+// The TrainingMonitor widget's entry: anywidget reads the default export.
+import "./monitor.css";
+import { MonitorView } from "./view.js";
+
+/** @param {{model: import("./view.js").Model, el: HTMLElement}} ctx */
+function render({ model, el }) {
+  const view = new MonitorView(model, el);
+  return () => view.dispose();
+}
+
+export default { render };

@@ -1,0 +1,460 @@
+// The chart every nnx-lab widget draws with: a thin layer over uPlot that adds what
+// the widgets share. Non-finite values become gaps; linear or log scales on either
+// axis; a hover readout hook; click-to-pick; drag to zoom (x), shift-drag to pan,
+// double-click or resetZoom() to go back; min/max bands; bars; axis titles; marks
+// (thinned when dense) and labelled markers; colours from JupyterLab's theme.
+import uPlot from "uplot";
+import "uplot/dist/uPlot.min.css";
+
+/**
+ * @typedef {{label: string, color: string, width?: number, dash?: number[],
+ *   fill?: string, points?: boolean, bars?: boolean, show?: boolean,
+ *   hidden?: boolean}} SeriesSpec
+ *   color / fill: a CSS variable name ("--nnx-accent") or a colour.
+ *   hidden: drawn only as the edge of a band (no line, no legend).
+ * @typedef {{upper: number, lower: number, fill: string}} BandSpec  (indices into series)
+ * @typedef {{x: number, label: string, color: string}} Marker
+ * @typedef {{title: string, xLabel: string, yLabel: string, height?: number,
+ *   series: SeriesSpec[], bands?: BandSpec[], logX?: boolean, logY?: boolean,
+ *   xFormat?: (v: number) => string, yFormat?: (v: number) => string,
+ *   sync?: string, onCursor?: (idx: number|null) => void,
+ *   onPick?: (pick: {idx: number, x: number, values: (number|null)[]}) => void,
+ *   onZoom?: (range: [number, number]|null) => void,
+ *   onDraw?: (ranges: {x: number[], y: number[], logY: boolean, logX: boolean}) => void}} ChartOptions
+ */
+
+/** Read a CSS variable on `el`, with a fallback for pages outside JupyterLab. */
+export function cssVar(el, name, fallback) {
+  try {
+    const v = getComputedStyle(el).getPropertyValue(name).trim();
+    return v || fallback;
+  } catch {
+    return fallback;
+  }
+}
+
+/** A colour given as a CSS variable name is resolved on `el`; others pass through. */
+function resolveColor(el, color, fallback = "#888") {
+  return color && color.startsWith("--") ? cssVar(el, color, fallback) : color || fallback;
+}
+
+/**
+ * Values as uPlot wants them: an Array where a gap is null. Non-finite values are
+ * gaps; on a log scale so are values <= 0 (they have no place on it).
+ * @param {ArrayLike<number>} values @param {boolean} log
+ * @returns {{data: (number|null)[], gaps: number, dropped: number}}
+ */
+export function toPlotValues(values, log = false) {
+  const n = values.length;
+  const data = new Array(n);
+  let gaps = 0;
+  let dropped = 0;
+  for (let i = 0; i < n; i++) {
+    const v = values[i];
+    if (!Number.isFinite(v)) {
+      data[i] = null;
+      gaps += 1;
+    } else if (log && v <= 0) {
+      data[i] = null;
+      dropped += 1;
+    } else data[i] = v;
+  }
+  return { data, gaps, dropped };
+}
+
+/**
+ * Indices of the marks to draw so that neighbours are at least `minGap` pixels apart.
+ * @param {number[]} px  mark positions in pixels, ascending
+ */
+export function thinMarks(px, minGap) {
+  if (px.length < 2) return px.map((_, i) => i);
+  const span = px[px.length - 1] - px[0];
+  const mean = span / (px.length - 1);
+  const every = mean >= minGap ? 1 : Math.ceil(minGap / Math.max(mean, 1e-9));
+  const out = [];
+  let lastPx = -Infinity;
+  for (let i = 0; i < px.length; i += every) {
+    if (px[i] - lastPx >= minGap) {
+      out.push(i);
+      lastPx = px[i];
+    }
+  }
+  return out;
+}
+
+const MIN_MARK_GAP = 8; // px between epoch marks; denser marks are thinned
+
+export class Chart {
+  /** @param {HTMLElement} host @param {ChartOptions} opts */
+  constructor(host, opts) {
+    this.host = host;
+    this.opts = { height: 180, logX: false, logY: false, ...opts };
+    /** @type {number[]} */
+    this.marks = [];
+    /** @type {Marker[]} */
+    this.markers = [];
+    /** current data as given (x, then one array per series) */
+    this._x = new Float64Array(0);
+    /** @type {ArrayLike<number>[]} */
+    this._ys = opts.series.map(() => new Float64Array(0));
+    /** @type {[number, number]|null} a fixed x range (zoom), or null */
+    this.xRange = null;
+    /** show only the last `xWindow` units of x, following new data; null: all */
+    this.xWindow = null;
+    /** what the last setData did, for tests and the view */
+    this.info = { points: 0, gaps: 0, dropped: 0, marksDrawn: 0 };
+    this.plot = null;
+    this._downAt = null;
+    // the chart behind a figure, for the browser's console and benchmarks/chart_draw.py
+    host.nnxChart = this;
+    this._build();
+    this._ro = null;
+    if (typeof ResizeObserver !== "undefined") {
+      this._ro = new ResizeObserver(() => this._resize());
+      this._ro.observe(host);
+    }
+  }
+
+  _width() {
+    return Math.max(120, Math.floor(this.host.clientWidth || 600));
+  }
+
+  _build() {
+    const host = this.host;
+    const o = this.opts;
+    // Colours are read from the theme when uPlot draws (a function per style), so a
+    // chart built before it is in the page, or redrawn after a theme switch, is right.
+    const color = (c, fallback) => () => resolveColor(host, c, fallback);
+    const text = color("--jp-ui-font-color2", "#616161");
+    const grid = color("--jp-border-color2", "#e0e0e0");
+    const family = () => cssVar(host, "--jp-ui-font-family", "system-ui, sans-serif");
+    const font = `11px ${family()}`;
+    const labelFont = `600 11px ${family()}`;
+    const series = [{ label: o.xLabel, value: (_u, v) => (v == null ? "–" : (o.xFormat || String)(v)) }];
+    for (const s of o.series) {
+      const stroke = color(s.color, "#888");
+      /** @type {any} */
+      const spec = {
+        label: s.label,
+        stroke: s.hidden ? "transparent" : stroke,
+        width: s.hidden ? 0 : (s.width ?? 1.5),
+        dash: s.dash,
+        show: s.show ?? true,
+        spanGaps: false,
+        points: { show: Boolean(s.points), size: 5, fill: stroke, stroke },
+        value: (_u, v) => (v == null ? "–" : (o.yFormat || String)(v)),
+      };
+      if (s.fill) spec.fill = color(s.fill, "rgba(128,128,128,0.2)");
+      if (s.bars) {
+        spec.paths = uPlot.paths.bars({ size: [0.8, 64] });
+        spec.fill = spec.fill || stroke;
+        spec.points = { show: false };
+      }
+      series.push(spec);
+    }
+    const axis = (label, fmt) => ({
+      label,
+      stroke: text,
+      font,
+      labelFont,
+      labelSize: 14,
+      labelGap: 0,
+      gap: 3,
+      grid: { stroke: grid, width: 1 },
+      ticks: { stroke: grid, width: 1, size: 4 },
+      values: fmt ? (_u, splits) => splits.map((v) => (v == null ? "" : fmt(v))) : undefined,
+    });
+    /** @type {any} */
+    const options = {
+      width: this._width(),
+      height: o.height,
+      title: undefined,
+      legend: { show: false },
+      series,
+      bands: (o.bands || []).map((b) => ({ series: [b.upper + 1, b.lower + 1], fill: color(b.fill, "rgba(128,128,128,0.2)") })),
+      scales: {
+        x: { time: false, distr: o.logX ? 3 : 1, log: 10, range: (_u, min, max) => this._xRange(min, max) },
+        y: { distr: o.logY ? 3 : 1, log: 10, range: (_u, min, max) => this._yRange(min, max) },
+      },
+      axes: [{ ...axis(o.xLabel, o.xFormat), size: 34 }, { ...axis(o.yLabel, o.yFormat), size: 56 }],
+      cursor: {
+        drag: { x: true, y: false, setScale: true },
+        points: { size: 6 },
+        sync: o.sync ? { key: o.sync, setSeries: false, scales: ["x", null] } : undefined,
+        bind: {
+          mousedown: (u, _targ, handler) => (e) => {
+            this._downAt = [e.clientX, e.clientY];
+            if (e.shiftKey) {
+              this._startPan(e);
+              return null;
+            }
+            return handler(e);
+          },
+        },
+      },
+      hooks: {
+        setCursor: [(u) => o.onCursor && o.onCursor(u.cursor.idx ?? null)],
+        setSelect: [(u) => this._onSelect(u)],
+        draw: [(u) => this._drawMarks(u), (u) => o.onDraw && o.onDraw(this.ranges(u))],
+        ready: [(u) => this._bindClick(u)],
+      },
+    };
+    const data = this._plotData();
+    if (this.plot) this.plot.destroy();
+    this.plot = new uPlot(options, data, host);
+    this.plot.root.setAttribute("role", "img");
+    this.plot.root.setAttribute("aria-label", o.title);
+    this._applyX();
+  }
+
+  /** x range from the data; a fixed one while there is none (uPlot needs a range to draw axes). */
+  _xRange(min, max) {
+    const log = this.opts.logX;
+    if (min == null || max == null || !Number.isFinite(min) || !Number.isFinite(max)) return log ? [1, 10] : [0, 1];
+    if (min === max) return log ? [min / 2, max * 2] : [min - 1, max + 1];
+    return [min, max];
+  }
+
+  /** y range from the data shown, padded; log ranges cover whole decades. */
+  _yRange(min, max) {
+    const log = this.opts.logY;
+    if (min == null || max == null || !Number.isFinite(min) || !Number.isFinite(max)) return log ? [0.1, 1] : [0, 1];
+    if (log) return uPlot.rangeLog(min, max, 10, false);
+    return uPlot.rangeNum(min, max, 0.1, true);
+  }
+
+  _bindClick(u) {
+    u.over.addEventListener("click", (e) => {
+      const down = this._downAt;
+      this._downAt = null;
+      // a click, not the end of a drag (zoom) or a pan
+      if (down && Math.hypot(e.clientX - down[0], e.clientY - down[1]) > 3) return;
+      const idx = u.cursor.idx;
+      if (idx == null || !this.opts.onPick) return;
+      this.opts.onPick({ idx, x: Number(u.data[0][idx]), values: u.data.slice(1).map((d) => d[idx] ?? null) });
+    });
+    u.over.addEventListener("dblclick", () => this.resetZoom());
+  }
+
+  _startPan(e) {
+    const u = this.plot;
+    if (!u) return;
+    const x0 = e.clientX;
+    const min0 = u.scales.x.min;
+    const max0 = u.scales.x.max;
+    const width = u.over.clientWidth || u.bbox.width / (window.devicePixelRatio || 1);
+    const log = this.opts.logX;
+    const fwd = (v) => (log ? Math.log10(v) : v);
+    const bwd = (v) => (log ? 10 ** v : v);
+    const move = (ev) => {
+      const dx = ((ev.clientX - x0) / Math.max(1, width)) * (fwd(max0) - fwd(min0));
+      this.setXRange(bwd(fwd(min0) - dx), bwd(fwd(max0) - dx));
+    };
+    const up = () => {
+      document.removeEventListener("mousemove", move);
+      document.removeEventListener("mouseup", up);
+    };
+    document.addEventListener("mousemove", move);
+    document.addEventListener("mouseup", up);
+  }
+
+  _onSelect(u) {
+    // a drag selected an x range: uPlot zooms to it; keep it until resetZoom()
+    const { left, width } = u.select;
+    if (!(width > 0)) return;
+    this.xRange = [u.posToVal(left, "x"), u.posToVal(left + width, "x")];
+    this.xWindow = null;
+    if (this.opts.onZoom) this.opts.onZoom(this.xRange);
+  }
+
+  _plotData() {
+    const logY = this.opts.logY;
+    let gaps = 0;
+    let dropped = 0;
+    let shown = null;
+    const ys = this._ys.map((y, i) => {
+      // a hidden series draws nothing: hand uPlot any array of the right length
+      if (this.opts.series[i].show === false && shown) return shown;
+      const r = toPlotValues(y, logY);
+      gaps += r.gaps;
+      dropped += r.dropped;
+      shown = shown || r.data;
+      return r.data;
+    });
+    const x = this.opts.logX ? toPlotValues(this._x, true).data : Array.from(this._x);
+    this.info.points = this._x.length;
+    this.info.gaps = gaps;
+    this.info.dropped = dropped;
+    return [x, ...ys];
+  }
+
+  /**
+   * Replace the data. `x` ascending; one array per series, same length as x.
+   * @param {ArrayLike<number>} x @param {ArrayLike<number>[]} ys
+   */
+  setData(x, ys) {
+    this._x = x;
+    this._ys = ys;
+    if (!this.plot) return;
+    this.plot.setData(this._plotData(), this.xRange === null && this.xWindow === null);
+    this._applyX();
+  }
+
+  /** The x range to show: fixed (zoom), the newest `xWindow` units, or everything. */
+  _applyX() {
+    const u = this.plot;
+    if (!u) return;
+    const n = this._x.length;
+    let range = this.xRange;
+    if (range === null && this.xWindow !== null && n) {
+      const last = this._x[n - 1];
+      range = [Math.max(this._x[0], last - this.xWindow), last];
+      if (range[1] <= range[0]) range = [range[0] - 1, range[1] + 1];
+    }
+    if (range === null) return;
+    u.setScale("x", { min: range[0], max: range[1] });
+  }
+
+  /** Zoom to [min, max] of x (until resetZoom()). */
+  setXRange(min, max) {
+    if (!(max > min)) return;
+    this.xRange = [min, max];
+    this.xWindow = null;
+    this._applyX();
+    if (this.opts.onZoom) this.opts.onZoom(this.xRange);
+  }
+
+  /** Show the newest `n` units of x and follow new data (null: everything). */
+  setXWindow(n) {
+    this.xWindow = n;
+    this.xRange = null;
+    if (n === null) this.resetZoom();
+    else this._applyX();
+  }
+
+  resetZoom() {
+    this.xRange = null;
+    this.xWindow = null;
+    if (!this.plot) return;
+    this.plot.setData(this._plotData(), true);
+    if (this.opts.onZoom) this.opts.onZoom(null);
+  }
+
+  /** Show or hide series (indices into opts.series); a hidden one costs no drawing. */
+  showSeries(indices, on) {
+    let changed = false;
+    for (const i of indices) {
+      if ((this.opts.series[i].show ?? true) === on) continue;
+      this.opts.series[i].show = on;
+      changed = true;
+    }
+    if (!changed || !this.plot) return;
+    this.plot.batch(() => {
+      for (const i of indices) this.plot.setSeries(i + 1, { show: on });
+      this.plot.setData(this._plotData(), this.xRange === null && this.xWindow === null);
+    });
+    this._applyX();
+  }
+
+  /** Switch the y axis between linear and log (rebuilds the plot). */
+  setLogY(on) {
+    if (this.opts.logY === Boolean(on)) return;
+    this.opts.logY = Boolean(on);
+    this._build();
+  }
+
+  setLogX(on) {
+    if (this.opts.logX === Boolean(on)) return;
+    this.opts.logX = Boolean(on);
+    this._build();
+  }
+
+  /** Dashed vertical marks at these x values (thinned when dense). */
+  setMarks(xs) {
+    this.marks = xs;
+    if (this.plot) this.plot.redraw(false, false);
+  }
+
+  /** Labelled vertical markers (e.g. "loss non-finite since step N"). */
+  setMarkers(markers) {
+    this.markers = markers;
+    if (this.plot) this.plot.redraw(false, false);
+  }
+
+  _drawMarks(u) {
+    const ctx = u.ctx;
+    const { left, top, width, height } = u.bbox;
+    const dpr = (typeof window !== "undefined" && window.devicePixelRatio) || 1;
+    const inRange = (x) => x >= u.scales.x.min && x <= u.scales.x.max;
+    const visible = this.marks.filter(inRange);
+    const px = visible.map((x) => Math.round(u.valToPos(x, "x", true)));
+    const keep = thinMarks(px, MIN_MARK_GAP * dpr);
+    this.info.marksDrawn = keep.length;
+    ctx.save();
+    ctx.beginPath();
+    ctx.rect(left, top, width, height);
+    ctx.clip();
+    if (keep.length) {
+      ctx.strokeStyle = cssVar(this.host, "--jp-border-color1", "#bdbdbd");
+      ctx.lineWidth = dpr;
+      ctx.setLineDash([3 * dpr, 3 * dpr]);
+      ctx.beginPath();
+      for (const i of keep) {
+        ctx.moveTo(px[i] + 0.5, top);
+        ctx.lineTo(px[i] + 0.5, top + height);
+      }
+      ctx.stroke();
+    }
+    ctx.setLineDash([]);
+    for (const m of this.markers) {
+      if (!inRange(m.x)) continue;
+      const x = Math.round(u.valToPos(m.x, "x", true)) + 0.5;
+      const color = resolveColor(this.host, m.color, "#d32f2f");
+      ctx.strokeStyle = color;
+      ctx.fillStyle = color;
+      ctx.lineWidth = 2 * dpr;
+      ctx.beginPath();
+      ctx.moveTo(x, top);
+      ctx.lineTo(x, top + height);
+      ctx.stroke();
+      ctx.font = `600 ${11 * dpr}px ${cssVar(this.host, "--jp-ui-font-family", "sans-serif")}`;
+      ctx.textBaseline = "top";
+      const w = ctx.measureText ? ctx.measureText(m.label).width : 0;
+      const right = x + 4 * dpr + w < left + width;
+      ctx.textAlign = right ? "left" : "right";
+      ctx.fillText(m.label, right ? x + 4 * dpr : x - 4 * dpr, top + 4 * dpr);
+    }
+    ctx.restore();
+  }
+
+  _resize() {
+    if (!this.plot) return;
+    const width = this._width();
+    if (width !== this.plot.width) this.plot.setSize({ width, height: this.opts.height });
+  }
+
+  /** Rebuild with the current theme's colours. */
+  refreshTheme() {
+    this._build();
+  }
+
+  /** The plot's canvas (axes included), for a PNG export. */
+  canvas() {
+    return this.plot ? this.plot.ctx.canvas : null;
+  }
+
+  /** The scale ranges in use, for tests and readouts. */
+  ranges(u = this.plot) {
+    return u
+      ? { x: [u.scales.x.min, u.scales.x.max], y: [u.scales.y.min, u.scales.y.max], logY: u.scales.y.distr === 3, logX: u.scales.x.distr === 3 }
+      : null;
+  }
+
+  destroy() {
+    if (this.host.nnxChart === this) delete this.host.nnxChart;
+    if (this._ro) this._ro.disconnect();
+    this._ro = null;
+    if (this.plot) this.plot.destroy();
+    this.plot = null;
+  }
+}

@@ -1,0 +1,66 @@
+// DOM helpers shared by the widgets' views: element building, downloads, CSV.
+
+/**
+ * An element with attributes ("text" sets textContent) and children.
+ * @param {string} tag
+ * @param {Record<string, string>} [attrs]
+ * @param {(Node|string)[]} [children]
+ */
+export function h(tag, attrs = {}, children = []) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (k === "text") node.textContent = v;
+    else node.setAttribute(k, v);
+  }
+  for (const c of children) node.append(c);
+  return node;
+}
+
+/** Offer `blob` as a file download named `filename`. */
+export function download(filename, blob) {
+  const url = URL.createObjectURL(blob);
+  const a = h("a", { href: url, download: filename });
+  a.style.display = "none";
+  document.body.append(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 10_000);
+}
+
+/** A CSV field: quoted when it holds a comma, a quote or a line break. */
+function csvField(v) {
+  const s = v === null || v === undefined ? "" : String(v);
+  return /[",\n\r]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s;
+}
+
+/**
+ * CSV text of named columns (equal lengths). Non-finite numbers are written as
+ * "nan" / "inf" / "-inf", so a reader can tell them from a missing value.
+ * @param {string[]} names @param {ArrayLike<number>[]} columns
+ */
+export function toCSV(names, columns) {
+  const n = columns.length ? columns[0].length : 0;
+  const lines = [names.map(csvField).join(",")];
+  for (let i = 0; i < n; i++) {
+    const row = columns.map((col) => {
+      const v = col[i];
+      if (typeof v !== "number") return csvField(v);
+      if (Number.isNaN(v)) return "nan";
+      if (!Number.isFinite(v)) return v > 0 ? "inf" : "-inf";
+      return String(v);
+    });
+    lines.push(row.join(","));
+  }
+  return `${lines.join("\n")}\n`;
+}
+
+/** Legend: one swatch and label per item. */
+export function legend(items) {
+  const box = h("div", { class: "nnx-legend" });
+  for (const [label, color, style] of items) {
+    const swatch = h("span", { class: `nnx-swatch ${style || ""}` });
+    swatch.style.borderColor = color;
+    box.append(h("span", { class: "nnx-legend-item" }, [swatch, label]));
+  }
+  return box;
+}
