@@ -17,7 +17,7 @@ import { smoothLoss } from "./smoothing.js";
  *   save_changes(): void, send(content: any, callbacks?: any, buffers?: any[]): void}} Model
  */
 
-const TERMINAL = new Set(["finished", "stopped", "failed"]);
+const TERMINAL = new Set(["finished", "stopped", "failed", "interrupted"]);
 const STAT_KEYS = ["epoch", "step", "throughput", "elapsed", "eta", "loss"];
 const STAT_LABELS = { epoch: "Epoch", step: "Step", throughput: "Samples/s", elapsed: "Elapsed", eta: "ETA", loss: "Loss" };
 const WINDOWS = [

@@ -22,7 +22,15 @@ export const SNAPSHOT = "snapshot";
 
 export const MAX_MESSAGE_BYTES = 524288;
 
-export const STATUSES = ["created", "running", "stopping", "stopped", "finished", "failed"];
+export const STATUSES = [
+  "created",
+  "running",
+  "stopping",
+  "stopped",
+  "finished",
+  "failed",
+  "interrupted",
+];
 
 /** Typed-array constructors of the wire dtypes (little-endian). */
 export const DTYPES = { int32: Int32Array, float32: Float32Array, float64: Float64Array };

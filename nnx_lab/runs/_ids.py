@@ -78,31 +78,43 @@ def run_dir(root: str | os.PathLike[str], run_id: object, field: str = "run_id")
     return _confined(Path(root), validate_run_id(run_id, field), field)
 
 
-def find_run_id(root: str | os.PathLike[str], prefix: object, field: str = "run_id") -> str:
-    """The one run under ``root`` whose id starts with ``prefix`` (a full id is returned as is).
+_SHOWN = 8  # candidates named in an error message
 
-    An unknown or ambiguous prefix raises, listing what it matched.
+
+def _listing(names: list[str]) -> str:
+    shown = ", ".join(names[:_SHOWN])
+    return shown + (f" and {len(names) - _SHOWN} more" if len(names) > _SHOWN else "")
+
+
+def find_run_id(root: str | os.PathLike[str], prefix: object, field: str = "run_id") -> str:
+    """The one run under ``root`` whose id is ``prefix`` or starts with it.
+
+    Something that cannot be an id or a prefix of one, and a prefix matching several
+    runs, raise ``ValueError``; nothing matching raises ``FileNotFoundError``; each names
+    the candidates.
     """
-    if is_run_id(prefix):
-        return prefix  # type: ignore[return-value]
     if not isinstance(prefix, str) or _PREFIX.fullmatch(prefix) is None:
-        validate_run_id(prefix, field)  # raises with the reason
-    root = Path(root)
-    try:
-        names = sorted(
-            e.name for e in os.scandir(root) if is_run_id(e.name) and e.name.startswith(prefix)
-        )
-    except FileNotFoundError:
-        names = []
-    if not names:
-        raise FileNotFoundError(
-            f"{field}={prefix!r}: no run under {root.resolve()} starts with it; check the id, "
-            "or pass runs_root= where the run was written"
-        )
-    if len(names) > 1:
-        shown = ", ".join(names[:5]) + (" ..." if len(names) > 5 else "")
         raise ValueError(
-            f"{field}={prefix!r} is ambiguous: {len(names)} runs start with it ({shown}); "
-            "give more characters of the id"
+            f"{field}={_shown(prefix)} is not a run id: pass the run's id (32 lowercase hex "
+            "digits, as in run.id) or its first characters, e.g. '3fa2c1'"
         )
-    return names[0]
+    root = Path(root)
+    if not root.is_dir():
+        raise FileNotFoundError(
+            f"no runs folder {root.resolve()} (for run {prefix!r}): pass runs_root= the "
+            "folder the run was trained in, or set NNX_RUNS_ROOT"
+        )
+    runs = sorted(e.name for e in os.scandir(root) if is_run_id(e.name) and e.is_dir())
+    matches = [name for name in runs if name.startswith(prefix)]
+    if not matches:
+        there = f"the runs there: {_listing(runs)}" if runs else "it holds no run"
+        raise FileNotFoundError(
+            f"no run {prefix!r} under {root.resolve()}; {there}. Check the id, or pass "
+            "runs_root= (or set NNX_RUNS_ROOT)"
+        )
+    if len(matches) > 1:
+        raise ValueError(
+            f"run id prefix {prefix!r} is ambiguous under {root.resolve()}: it matches "
+            f"{len(matches)} runs ({_listing(matches)}); pass more characters"
+        )
+    return matches[0]

@@ -27,8 +27,8 @@ from ..engine.events import (
     TrainingControl,
     event_from_json,
 )
+from ..runs import INTERRUPTED, JsonlReader, RunRecordError, effective_status, read_record
 from ._base import NNxWidget
-from ._follow import JsonlTail
 from ._jobs import BackgroundJob, format_exception
 from ._protocol import STATUSES
 from ._runs import find_run_dir
@@ -41,6 +41,7 @@ log = logging.getLogger("nnx_lab.widgets")
 
 _TERMINAL = ("stopped", "finished", "failed")
 _RATE_WINDOW_S = 10.0
+_LIVENESS_S = 1.0  # how often a follower checks that the run it follows can still write
 # Counts, not metrics: kept out of the epoch series (the table and the chart).
 _NOT_METRICS = frozenset({"samples"})
 _PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -699,7 +700,7 @@ class TrainingMonitor(NNxWidget):
         monitor._log_path = run_dir / "metrics.jsonl"
         monitor.run_id = run_dir.name
         monitor.from_log = True
-        tail = JsonlTail(monitor._log_path)
+        tail = JsonlReader(monitor._log_path, strict=False)
         monitor._transport.paused = True  # one update once the whole log is read
         try:
             monitor._consume(tail.read(), tail)
@@ -719,7 +720,7 @@ class TrainingMonitor(NNxWidget):
                 monitor._apply_metadata_status(run_dir)
         return monitor
 
-    def _consume(self, lines: list[dict[str, Any]], tail: JsonlTail) -> None:
+    def _consume(self, lines: list[dict[str, Any]], tail: JsonlReader) -> None:
         if tail.restarted:
             run_id = self.run_id
             self._reset_run_state()
@@ -735,8 +736,9 @@ class TrainingMonitor(NNxWidget):
                 hook(event)
         self.can_stop = False  # a run read from its log is stopped where it runs
 
-    def _follow_loop(self, tail: JsonlTail, poll_interval: float) -> None:
-        last_tick = time.monotonic()
+    def _follow_loop(self, tail: JsonlReader, poll_interval: float) -> None:
+        last_tick = last_check = time.monotonic()
+        run_dir = tail.path.parent
         while not self._follow_stop.wait(poll_interval):
             try:
                 lines = tail.read()
@@ -747,22 +749,51 @@ class TrainingMonitor(NNxWidget):
                 if now - last_tick >= 1.0 or lines:  # keep elapsed/ETA moving
                     self._transport.flush()
                     last_tick = now
+                if now - last_check >= _LIVENESS_S and not lines:
+                    last_check = now
+                    if self._writer_gone(run_dir):
+                        return
             except Exception as exc:  # shown under the widget, never lost
                 log.exception("following %s failed", tail.path)
                 self.show_error(exc)
                 return
 
-    def _apply_metadata_status(self, run_dir: pathlib.Path) -> None:
-        """Without a run_finished line, take the status recorded in metadata.yaml."""
-        try:
-            import yaml
+    def _writer_gone(self, run_dir: pathlib.Path) -> bool:
+        """Whether the followed run can still write: its folder exists and, if it is
+        recorded as running, its writer lives. Ends the follow (with why) when not."""
+        if not run_dir.is_dir():
+            with self.hold_sync():
+                self.status = "failed" if self.status in ("running", "stopping") else self.status
+                self.can_stop = False
+            self.show_error(
+                f"the run directory {run_dir} was deleted while it was followed; the "
+                "monitor shows what the log held"
+            )
+            self._transport.flush()
+            return True
+        status = self._recorded_status(run_dir)
+        if status == INTERRUPTED:
+            with self.hold_sync():
+                self.status = INTERRUPTED
+                self.stop_reason = "its writer ended without a word (killed, crashed)"
+                self.can_stop = False
+            self._transport.flush()
+            return True
+        return False
 
-            data = yaml.safe_load((run_dir / "metadata.yaml").read_text(encoding="utf-8"))
-        except (OSError, ValueError, ImportError) as exc:
+    @staticmethod
+    def _recorded_status(run_dir: pathlib.Path) -> str | None:
+        try:
+            return effective_status(read_record(run_dir / "metadata.yaml"))
+        except (OSError, RunRecordError) as exc:
             log.debug("no status from %s: %s", run_dir, exc)
-            return
-        status = data.get("status") if isinstance(data, dict) else None
-        if status in _TERMINAL:
+            return None
+
+    def _apply_metadata_status(self, run_dir: pathlib.Path) -> None:
+        """Without a run_finished line, take the status recorded in metadata.yaml
+        ("interrupted" for a run whose writer is gone)."""
+        status = self._recorded_status(run_dir)
+        if status in (*_TERMINAL, INTERRUPTED):
             self.status = status
 
     def close(self) -> None:

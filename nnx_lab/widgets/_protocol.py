@@ -95,7 +95,8 @@ KERNEL_KINDS = (UPDATE, SNAPSHOT)
 MAX_MESSAGE_BYTES = 512 * 1024
 
 # The lifecycle shown by the monitor's ``status`` trait.
-STATUSES = ("created", "running", "stopping", "stopped", "finished", "failed")
+# "interrupted": a run followed from its log whose writer died without a word.
+STATUSES = ("created", "running", "stopping", "stopped", "finished", "failed", "interrupted")
 
 
 class Op(TypedDict):

@@ -244,7 +244,7 @@ def feed(sink: Any, events: list[Any]) -> None:
 
 def write_jsonl(path: Any, events: list[Any]) -> None:
     """Append events to a ``metrics.jsonl`` with the engine's ``JsonlLogger``."""
-    from ..engine.callbacks import JsonlLogger
+    from ..engine.handlers import JsonlLogger
     from ..engine.sinks import EventBus
 
     logger = JsonlLogger(Path(path))

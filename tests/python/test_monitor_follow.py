@@ -8,8 +8,8 @@ import time
 import pytest
 
 from nnx_lab.engine.events import RunFinished, StepMetrics
+from nnx_lab.runs import JsonlReader, LogDamagedError
 from nnx_lab.widgets import TrainingMonitor
-from nnx_lab.widgets._follow import JsonlTail
 from nnx_lab.widgets._testing import FakeFrontend, feed, scripted_run, write_jsonl
 
 R1 = "3fa2" + "0" * 28
@@ -173,7 +173,7 @@ def test_a_run_linked_from_outside_the_root_is_refused(tmp_path):
     outside.mkdir()
     write_jsonl(outside / "metrics.jsonl", scripted_run(run_id=R1))
     (root / R1).symlink_to(outside, target_is_directory=True)
-    with pytest.raises(ValueError, match="leads outside it"):
+    with pytest.raises(ValueError, match="leads outside the runs root"):
         TrainingMonitor.from_run(R1, runs_root=root)
 
 
@@ -205,19 +205,66 @@ def test_bad_lines_are_skipped(run_dir):
     m.close()
 
 
-def test_jsonl_tail_keeps_partial_lines_and_restarts_after_truncation(tmp_path):
+def test_the_log_reader_keeps_partial_lines_and_restarts_after_truncation(tmp_path):
+    """The one JSONL reader (nnx_lab.runs) that followers and NNRun.load share."""
     path = tmp_path / "m.jsonl"
-    tail = JsonlTail(path)
+    tail = JsonlReader(path, strict=False)
     assert tail.read() == []  # no file yet
     path.write_text('{"a": 1}\n{"b"')
     assert tail.read() == [{"a": 1}]
     with path.open("a") as fh:
-        fh.write(": 2}\n")
-    assert tail.read() == [{"b": 2}]
+        fh.write(": 2}\nnot json\n")
+    assert tail.read() == [{"b": 2}]  # the damaged line is skipped and counted
+    assert tail.bad_lines == 1
     assert tail.read() == []
     path.write_text('{"c": 3}\n')  # rewritten, shorter
     assert tail.read() == [{"c": 3}]
     assert tail.restarted
+    strict = JsonlReader(path)
+    path.write_text('{"c": 3}\n[1]\n')
+    with pytest.raises(LogDamagedError, match="line 2"):
+        strict.read()
+
+
+def _metadata(run_dir, **fields):
+    import yaml
+
+    (run_dir / "metadata.yaml").write_text(yaml.safe_dump(fields))
+
+
+def test_a_follower_ends_when_the_writer_is_gone(run_dir):
+    events = scripted_run(run_id=R1, n_epochs=3, steps_per_epoch=5)
+    write_jsonl(run_dir / "metrics.jsonl", events[:8])  # no run_finished: "still running"
+    dead = {"pid": 2**22 + 12345, "host": __import__("socket").gethostname(), "proc_start": 1}
+    _metadata(run_dir, status="running", writer=dead, heartbeat=0.0)
+    m = TrainingMonitor.from_run(R1, runs_root=run_dir.parent, poll_interval=0.02)
+    try:
+        assert _wait_for(lambda: m.status == "interrupted", timeout=10)
+        assert "without a word" in m.stop_reason
+        m._follow_thread.join(timeout=5)
+        assert not m._follow_thread.is_alive()
+    finally:
+        m.close()
+    replay = TrainingMonitor.from_run(R1, runs_root=run_dir.parent, follow=False)
+    assert replay.status == "interrupted"
+    replay.close()
+
+
+def test_a_follower_ends_when_the_run_directory_is_deleted(run_dir):
+    import shutil
+
+    events = scripted_run(run_id=R1, n_epochs=3, steps_per_epoch=5)
+    write_jsonl(run_dir / "metrics.jsonl", events[:8])
+    _metadata(run_dir, status="running", heartbeat=__import__("time").time(), writer=None)
+    m = TrainingMonitor.from_run(R1, runs_root=run_dir.parent, poll_interval=0.02)
+    try:
+        assert m.status == "running"
+        shutil.rmtree(run_dir)
+        assert _wait_for(lambda: "was deleted while it was followed" in m.error, timeout=10)
+        m._follow_thread.join(timeout=5)
+        assert not m._follow_thread.is_alive()
+    finally:
+        m.close()
 
 
 def test_step_lines_replay_as_one_record_batches(run_dir):
