@@ -47,6 +47,10 @@ _EXPORTS: dict[str, str] = {
     "precision": "nnx_lab.precision",
     "TrainingMonitor": "nnx_lab.widgets",
     "list_runs": "nnx_lab.runs",
+    "ExperimentPlan": "nnx_lab.plans",
+    "FitResult": "nnx_lab.plans",
+    "drift_report": "nnx_lab.plans",
+    "provenance": "nnx_lab.provenance",
 }
 
 __all__ = ["__version__", *sorted(_EXPORTS)]
@@ -57,7 +61,7 @@ def __getattr__(name: str) -> Any:
     if module is None:
         raise AttributeError(f"module 'nnx_lab' has no attribute {name!r}")
     mod = importlib.import_module(module)
-    value = mod if name in ("events", "precision") else getattr(mod, name)
+    value = mod if name in ("events", "precision", "provenance") else getattr(mod, name)
     globals()[name] = value  # later lookups skip this function
     return value
 

@@ -12,7 +12,7 @@ import hashlib
 import inspect
 from typing import Any
 
-__all__ = ["callable_identity", "code_digest"]
+__all__ = ["callable_identity", "code_digest", "code_record", "code_target"]
 
 
 def code_digest(obj: Any) -> str | None:
@@ -50,3 +50,29 @@ def _qualname(obj: Any) -> str:
 def callable_identity(fn: Any) -> dict[str, Any]:
     """``{"name": module.qualname, "code": digest or None}``."""
     return {"name": _qualname(fn), "code": code_digest(fn)}
+
+
+def code_target(obj: Any) -> tuple[Any, str]:
+    """(the function or class whose code counts for ``obj``, what ``obj`` is): a
+    partial counts by its function, a method by its function, an instance by its class."""
+    if isinstance(obj, functools.partial):
+        return obj.func, "partial"
+    if inspect.ismethod(obj):
+        return obj.__func__, "method"
+    if inspect.isfunction(obj) or inspect.isclass(obj):
+        return obj, "class" if inspect.isclass(obj) else "function"
+    return type(obj), "instance"
+
+
+def code_record(obj: Any, role: str) -> dict[str, Any]:
+    """What a drift report keeps of ``obj``: ``role``, ``module``, ``qualname``, ``kind``
+    and ``digest`` (the SHA-256 of its source, or of its bytecode; None when neither can
+    be read), taken when a plan or a model takes hold of it."""
+    target, kind = code_target(obj)
+    return {
+        "role": role,
+        "module": getattr(target, "__module__", None),
+        "qualname": getattr(target, "__qualname__", None),
+        "kind": kind,
+        "digest": code_digest(target),
+    }

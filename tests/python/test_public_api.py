@@ -24,6 +24,8 @@ EXPECTED = {
     "Devices",
     "EDP",
     "EarlyStopping",
+    "ExperimentPlan",
+    "FitResult",
     "IDP",
     "Losses",
     "NNCheckpoint",
@@ -45,10 +47,12 @@ EXPECTED = {
     "TrainingMonitor",
     "TrainingState",
     "__version__",
+    "drift_report",
     "events",
     "list_runs",
     "precision",
     "precision_support",
+    "provenance",
 }
 
 
@@ -56,7 +60,7 @@ def test_the_exported_names_are_pinned():
     assert set(nnx_lab.__all__) == EXPECTED
 
 
-MODULES = {"events", "precision"}
+MODULES = {"events", "precision", "provenance"}
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED - {"__version__"}))
