@@ -160,6 +160,30 @@ class ExperimentManifest:
             description=description,
         )
 
+    @classmethod
+    def for_plan(
+        cls,
+        plan: Any,
+        data: Mapping[str, Any] | None = None,
+        description: str | None = None,
+    ) -> ExperimentManifest:
+        """The manifest of what ``plan.fit()`` trains (pass it as
+        ``plan.fit(provenance=...)``); the plan must be valid."""
+        resolve = getattr(plan, "_resolve", None)
+        if not callable(resolve):
+            raise ConfigError("plan", plan, "pass an ExperimentPlan")
+        plan.validate().raise_for_errors()
+        r = resolve()
+        if description is not None and not isinstance(description, str):
+            raise ConfigError("description", description, "pass a string, or None")
+        return cls(
+            net=r.net.to_json(),
+            model=r.model.to_json(),
+            train=r.train.identity(),
+            data=_checked_data(data),
+            description=description,
+        )
+
     @property
     def fingerprint(self) -> str:
         return hashlib.sha256(canonical_json(self.to_json()).encode()).hexdigest()
