@@ -402,16 +402,16 @@ def _value_rows(a: Record, b: Record, handle: str) -> tuple[list[DriftRow], list
     rows: list[DriftRow] = []
     notes: list[str] = []
     done: set[str] = set()
-    paths = _ordered(list(dict.fromkeys([*fa, *fb])))
-    for path in paths:
+    for path in _ordered(list(dict.fromkeys([*fa, *fb]))):
         if path in done:
             continue
         kind = "environment" if path.startswith("environment.") else "value"
         if path in fa and path in fb:
             then, now = fa[path], fb[path]
         else:
-            mine, other = (fa, fb) if path in fa else (fb, fa)
-            missing_side = b if path in fa else a
+            here_a = path in fa
+            mine, other = (fa, fb) if here_a else (fb, fa)
+            missing_side = b if here_a else a
             unknown = next(
                 (u for u in missing_side.unknown if path == u or path.startswith(u + ".")), None
             )
@@ -421,15 +421,20 @@ def _value_rows(a: Record, b: Record, handle: str) -> tuple[list[DriftRow], list
                 if note not in notes:
                     notes.append(note)
                 continue
-            prefix = next((q for q in _prefixes(path) if q in other), None)
-            if prefix is not None:
-                subtree = _unflatten(mine, prefix)
-                done.update(k for k in mine if k.startswith(prefix + "."))
-                path = prefix
-                then, now = (subtree, other[prefix]) if mine is fa else (other[prefix], subtree)
+            # One row where a side has a leaf (None: switched off) and the other a subtree.
+            if any(k.startswith(path + ".") for k in other):
+                at = path
             else:
-                then = fa.get(path, ABSENT)
-                now = fb.get(path, ABSENT)
+                at = next((q for q in _prefixes(path) if q in other), None)
+            if at is None:
+                then, now = fa.get(path, ABSENT), fb.get(path, ABSENT)
+            else:
+                leaf_side = mine if at in mine else other
+                tree_side = other if leaf_side is mine else mine
+                done.update(k for k in tree_side if k.startswith(at + "."))
+                leaf, tree = leaf_side[at], _unflatten(tree_side, at)
+                path = at
+                then, now = (leaf, tree) if leaf_side is fa else (tree, leaf)
         done.add(path)
         changed = then != now
         in_id = _in_run_id(path) if kind == "value" else False

@@ -152,6 +152,10 @@ def code_now(record: dict[str, Any], held: Any = None, *, allow_import: bool) ->
     now["digest"] = None if obj is None else code_digest(obj)
     if held is not None:
         now["same_object"] = obj is held
+        if obj is held:
+            # The same object runs the code it was compiled from; its file may read
+            # otherwise now (edited, not reloaded).
+            now["digest"] = code_digest(obj, fresh=True)
     return now
 
 
