@@ -106,14 +106,17 @@ def test_a_reassigned_params_value_is_flagged_and_the_model_keeps_its_network(ru
     report = drift_report(model)
     row = report.row("net.hidden_dims")
     assert (row.then, row.now) == ([32, 16], [64])
-    assert row.changed and row.changes_run_id is True and row.action == "rebuild the model"
+    assert row.changed
+    assert row.changes_run_id is True
+    assert row.action == "rebuild the model"
     assert [r.what for r in report.changed] == ["net.hidden_dims"]
     set_config_report(True)
     run = model.train(f.train_params(runs_root, n_epochs=1))
     out = capsys.readouterr().out
     assert "values fixed when this model was built" in out
     assert "! net.hidden_dims: [32, 16] then, [64] now" in out
-    assert "rebuild the model" in out and "set_config_report(False)" in out
+    assert "rebuild the model" in out
+    assert "set_config_report(False)" in out
     assert run.config["net"]["hidden_dims"] == [32, 16]  # the record is what trained
     set_config_report(False)
     model.train(f.train_params(runs_root, n_epochs=1, overwrite_existing=True))
@@ -129,8 +132,10 @@ def test_a_loss_module_mutated_in_place_lands_in_the_next_run(runs_root, base):
     loss.label_smoothing = 0.2
     for handle in (model, plan):
         row = drift_report(handle).row("model.loss.settings")
-        assert row.changed and row.changes_run_id is True
-        assert row.action == "a new run" and "changed" in row.note
+        assert row.changed
+        assert row.changes_run_id is True
+        assert row.action == "a new run"
+        assert "changed" in row.note
     assert model.expected_run_id(params) != before  # the next train() uses the new settings
 
 
@@ -140,12 +145,16 @@ def test_a_redefined_loss_function(user_module, base, capsys):
     old = user_module(name, LOSS_V1).my_loss
     plan = base.with_loss(old)
     model = f.model(loss=old)
-    assert not drift_report(plan).drifted and not drift_report(model).drifted
+    assert not drift_report(plan).drifted
+    assert not drift_report(model).drifted
     new = user_module(name, LOSS_V2).my_loss
     assert new is not old
     row = drift_report(plan).row("code model.loss")
-    assert row.changed and row.changes_run_id is True and row.action == "rebuild the plan"
-    assert "redefined" in row.note and "plan.with_loss" in row.note
+    assert row.changed
+    assert row.changes_run_id is True
+    assert row.action == "rebuild the plan"
+    assert "redefined" in row.note
+    assert "plan.with_loss" in row.note
     assert row.then.split(" @")[0] == f"{name}.my_loss"
     assert drift_report(model).row("code model.loss").action == "rebuild the model"
     # the re-fit says so, and still runs the code the plan holds
@@ -153,7 +162,8 @@ def test_a_redefined_loss_function(user_module, base, capsys):
     result = plan.fit()
     out = capsys.readouterr().out
     assert "this plan holds the code it was built with" in out
-    assert "! code model.loss" in out and "rebuild the plan" in out
+    assert "! code model.loss" in out
+    assert "rebuild the plan" in out
     held, today = row.then.split("@")[1], row.now.split("@")[1]
     assert held != today
     assert result.run.config["model"]["loss"]["code"].startswith(held)  # the old code ran
@@ -167,7 +177,8 @@ def test_an_edited_but_not_reloaded_module_is_named(user_module, base):
     plan = base.with_loss(mod.my_loss)
     user_module(name, LOSS_V2, reload=False)  # the file changes; the function object not
     row = drift_report(plan).row("code model.loss")
-    assert row.changed and row.action == "reload the module, then rebuild"
+    assert row.changed
+    assert row.action == "reload the module, then rebuild"
     assert "not reloaded" in row.note
 
 
@@ -175,12 +186,14 @@ def test_an_edited_but_not_reloaded_module_is_named(user_module, base):
 def test_a_changed_plan(base):
     other = base.with_lr(1e-3).with_epochs(4).with_value("train.log_every", 5)
     report = drift_report(base, other)
-    assert report.labels == ("A", "B") and report.handle == "pair"
+    assert report.labels == ("A", "B")
+    assert report.handle == "pair"
     lr = report.row("train.optim.max_lr")
     assert (lr.then, lr.now, lr.changed, lr.changes_run_id) == (1e-2, 1e-3, True, True)
     assert lr.action == "a new run"
     log = report.row("train.log_every")
-    assert log.changed and log.changes_run_id is False
+    assert log.changed
+    assert log.changes_run_id is False
     assert log.action == "nothing: does not affect results"
     assert {r.what for r in report.changed} == {
         "train.optim.max_lr",
@@ -190,7 +203,8 @@ def test_a_changed_plan(base):
     assert not report.row("net.hidden_dims").changed
     assert not drift_report(base, base.with_seed(7)).drifted
     text = str(report)
-    assert "! train.optim.max_lr" in text and "unchanged rows" in text
+    assert "! train.optim.max_lr" in text
+    assert "unchanged rows" in text
     frame = report.to_frame()
     assert list(frame.columns[:3]) == ["what", "A", "B"]
     assert len(frame) == len(report.rows)
@@ -275,7 +289,9 @@ def test_a_run_against_todays_code(user_module, base, runs_root):
     report = drift_report(result.run.id, runs_root=runs_root)
     assert report.sides == (f"run {result.run.id[:8]}", "today")
     row = report.row("code data.train")
-    assert row.changed and row.changes_run_id is None and row.action == "a new run"
+    assert row.changed
+    assert row.changes_run_id is None
+    assert row.action == "a new run"
     assert "only if the loaders it returns differ" in row.note
     assert [r.what for r in report.changed] == ["code data.train"]
     # library versions: recorded by the run, compared with this process's
@@ -285,7 +301,8 @@ def test_a_run_against_todays_code(user_module, base, runs_root):
     meta_path.write_text(yaml.safe_dump(meta))
     env = drift_report(result.run.id, runs_root=runs_root).row("environment.torch")
     assert (env.then, env.now) == ("1.0.0", torch.__version__)
-    assert env.changes_run_id is False and "overwrite_existing" in env.action
+    assert env.changes_run_id is False
+    assert "overwrite_existing" in env.action
 
 
 def test_code_that_cannot_be_found_today_is_a_stated_limit(user_module, base, runs_root):
@@ -296,7 +313,8 @@ def test_code_that_cannot_be_found_today_is_a_stated_limit(user_module, base, ru
     (Path(mod.__file__)).unlink()
     report = drift_report(result.run.id, runs_root=runs_root)
     row = report.row("code data.train")
-    assert not row.changed and row.kind == "unknown"
+    assert not row.changed
+    assert row.kind == "unknown"
     assert any("import its module" in text for text in report.limits)
 
 
@@ -307,7 +325,9 @@ def test_a_custom_loss_of_a_run_trained_without_a_plan(user_module, runs_root):
     assert not drift_report(run.id, runs_root=runs_root).drifted
     user_module(name, LOSS_V2)
     row = drift_report(run.id, runs_root=runs_root).row("code model.loss")
-    assert row.changed and row.changes_run_id is True and row.action == "a new run"
+    assert row.changed
+    assert row.changes_run_id is True
+    assert row.action == "a new run"
 
 
 # -- limits and data form -------------------------------------------------------------------
@@ -328,9 +348,12 @@ def test_rows_as_json(base):
     report = drift_report(base, base.with_scheduler(patience=2))
     data = json.loads(json.dumps(report.to_json()))
     row = next(r for r in data["rows"] if r["what"] == "train.scheduler")
-    assert row["changed"] and row["then"] is None and isinstance(row["now"], dict)
+    assert row["changed"]
+    assert row["then"] is None
+    assert isinstance(row["now"], dict)
     assert isinstance(report, DriftReport)
     gone = drift_report(base.with_callbacks(pf.EpochCounter), base)
     callback = gone.row("code callbacks[0]")
-    assert callback.now is ABSENT and callback.changed
+    assert callback.now is ABSENT
+    assert callback.changed
     assert next(r for r in gone.to_json()["rows"] if r["what"] == "code callbacks[0]")["now_absent"]

@@ -12,7 +12,6 @@ import numpy as np
 import plan_factories as pf
 import pytest
 import torch
-from torch.utils.data import DataLoader, TensorDataset
 
 from nnx_lab import (
     ConfigError,
@@ -64,9 +63,12 @@ class Untouchable:
 def test_with_returns_a_new_plan_and_leaves_the_old_one_unchanged(base):
     short, long = base.with_epochs(2), base.with_epochs(10)
     assert base.value("train.n_epochs") == 2
-    assert short.value("train.n_epochs") == 2 and long.value("train.n_epochs") == 10
-    assert short is not base and long is not base
-    assert long != base and short == base  # equal values: equal plans
+    assert short.value("train.n_epochs") == 2
+    assert long.value("train.n_epochs") == 10
+    assert short is not base
+    assert long is not base
+    assert long != base
+    assert short == base
     wide = base.with_net(hidden_dims=[64, 32])
     assert wide.value("net.hidden_dims") == (64, 32)
     assert wide.value("net.input_dim") == 8  # the other net fields are kept
@@ -89,19 +91,21 @@ def test_sections_branch_field_by_field(base):
     assert sgd.value("train.optim.max_lr") == 1e-2  # kept from with_train
     assert sgd.validate().ok
     on = base.with_scheduler(patience=2)
-    assert on.value("train.scheduler") is True and on.value("train.scheduler.patience") == 2
+    assert on.value("train.scheduler") is True
+    assert on.value("train.scheduler.patience") == 2
     assert on.with_scheduler(None).value("train.scheduler") is False
     obj = base.with_scheduler(NNSchedulerParams(factor=0.5))
     assert obj.value("train.scheduler.factor") == 0.5
     es = base.with_early_stopping(3)
-    assert es.value("early_stopping") is True and es.value("early_stopping.patience") == 3
+    assert es.value("early_stopping") is True
+    assert es.value("early_stopping.patience") == 3
     assert es.with_early_stopping(None).value("early_stopping") is False
 
 
 def test_unknown_names_are_refused_with_the_spelling(base, runs_root):
     with pytest.raises(ConfigError, match="hidden_dims"):
         base.with_net(hiden_dims=[3])
-    with pytest.raises(ConfigError, match="did you mean train.optim.max_lr"):
+    with pytest.raises(ConfigError, match=r"did you mean train\.optim\.max_lr"):
         base.with_value("train.optim.max_lrr", 1e-3)
     with pytest.raises(ConfigError, match="check the spelling"):
         base.fit(sed=3)
@@ -135,19 +139,21 @@ def test_validate_collects_every_problem_without_touching_a_loader(base, runs_ro
     assert problems.get("train.optim.max_lr").value == -1
     assert problems.get("net.dropout_prob").fix.startswith("pass a probability")
     assert not problems.ok
-    assert pf.CALLS == before  # no factory was called
+    assert before == pf.CALLS  # no factory was called
     with pytest.raises(PlanError) as raised:
         bad.fit()
     assert set(raised.value.problems.fields) == set(problems.fields)
     assert isinstance(raised.value, ConfigError)
     for field in problems.fields:
         assert field in str(raised.value)
-    assert pf.CALLS == before and not runs_root.exists()  # refused before anything
+    assert before == pf.CALLS
+    assert not runs_root.exists()
 
 
 def test_a_valid_plan_has_no_problems(base):
     problems = base.validate()
-    assert isinstance(problems, Problems) and problems.ok
+    assert isinstance(problems, Problems)
+    assert problems.ok
     assert problems.raise_for_errors() is problems
 
 
@@ -211,19 +217,24 @@ def test_fields_are_generated_from_the_params_dataclasses():
     for f in dataclasses.fields(NNTrainParams):
         assert (f"train.{f.name}" in paths) is (f.name not in skipped)
     index = {f.path: f for f in plan_fields()}
-    assert index["net.activation"].type == "choice" and "gelu" in index["net.activation"].choices
+    assert index["net.activation"].type == "choice"
+    assert "gelu" in index["net.activation"].choices
     assert index["net.hidden_dims"].type == "int_list"
-    assert index["net.input_dim"].required and index["net.input_dim"].default is None
+    assert index["net.input_dim"].required
+    assert index["net.input_dim"].default is None
     assert index["train.optim.max_lr"].default == NNOptimParams().max_lr
     assert index["train.optim.grad_clip_norm"].nullable
-    assert index["model.loss"].custom_allowed and "cross_entropy" in index["model.loss"].choices
+    assert index["model.loss"].custom_allowed
+    assert "cross_entropy" in index["model.loss"].choices
     assert index["train.resume_mode"].choices == ("stateful", "weights_only")
     assert index["train.scheduler"].type == "bool"  # the switch of its section
     assert index["train.scheduler.patience"].toggle == "train.scheduler"
     assert index["early_stopping.patience"].toggle == "early_stopping"
     identity = NNTrainParams().identity()
-    assert index["train.n_epochs"].in_run_id and "n_epochs" in identity
-    assert not index["train.log_every"].in_run_id and "log_every" not in identity
+    assert index["train.n_epochs"].in_run_id
+    assert "n_epochs" in identity
+    assert not index["train.log_every"].in_run_id
+    assert "log_every" not in identity
     assert not index["early_stopping.patience"].in_run_id
     assert ExperimentPlan.fields() == plan_fields()
     json.dumps([f.to_json() for f in plan_fields()])
@@ -232,10 +243,12 @@ def test_fields_are_generated_from_the_params_dataclasses():
 def test_values_give_every_field_as_json(base):
     values = base.values()
     assert list(values) == [f.path for f in plan_fields()]
-    assert values["train.seed"] == 7 and values["model.loss"] == "cross_entropy"
+    assert values["train.seed"] == 7
+    assert values["model.loss"] == "cross_entropy"
     assert values["net.hidden_dims"] == [16]
     json.dumps(values)
-    assert base.is_set("train.seed") and not base.is_set("early_stopping")
+    assert base.is_set("train.seed")
+    assert not base.is_set("early_stopping")
     assert base.is_set("train.scheduler")  # with_train(NNTrainParams(scheduler=None)) set it
 
 
@@ -320,19 +333,26 @@ def test_probe_runs_a_temporary_model_and_writes_nothing(base, tmp_path, monkeyp
     py, npy = random.getstate(), np.random.get_state()[1].copy()
     report = base.probe(batch)
     assert torch.equal(torch.random.get_rng_state(), rng)
-    assert random.getstate() == py and np.array_equal(np.random.get_state()[1], npy)
-    assert list(tmp_path.iterdir()) == [] and not runs_root.exists()
-    assert pf.CALLS == calls
-    assert report.input_shape == (32, 8) and report.output_shape == (32, 3)
-    assert report.target_shape == (32,) and report.finite
+    assert random.getstate() == py
+    assert np.array_equal(np.random.get_state()[1], npy)
+    assert list(tmp_path.iterdir()) == []
+    assert not runs_root.exists()
+    assert calls == pf.CALLS
+    assert report.input_shape == (32, 8)
+    assert report.output_shape == (32, 3)
+    assert report.target_shape == (32,)
+    assert report.finite
     # the eval pass scores the initial weights fit() would start from
     model = NNModel(NET, NNModelParams(), init_seed=7)
     assert report.eval_loss == pytest.approx(model.evaluate([batch]).loss)
-    assert report.train_loss is not None and np.isfinite(report.train_loss)
+    assert report.train_loss is not None
+    assert np.isfinite(report.train_loss)
     assert "(32, 8) -> (32, 3)" in str(report)
     features = base.probe(batch[0])
-    assert features.target_shape is None and features.train_loss is None
-    assert features.eval_loss is None and features.output_shape == (32, 3)
+    assert features.target_shape is None
+    assert features.train_loss is None
+    assert features.eval_loss is None
+    assert features.output_shape == (32, 3)
 
 
 def test_probe_refuses_a_bad_batch_or_plan(base):
@@ -341,7 +361,7 @@ def test_probe_refuses_a_bad_batch_or_plan(base):
     assert raised.value.field == "batch"
     with pytest.raises(DataError, match="class targets span"):
         base.probe((torch.zeros(4, 8), torch.tensor([0, 1, 2, 7])))
-    with pytest.raises(PlanError, match="train.n_epochs"):
+    with pytest.raises(PlanError, match=r"train\.n_epochs"):
         base.with_epochs(0).probe(torch.zeros(4, 8))
     # data problems do not stop a probe: it needs no data source
     assert ExperimentPlan().with_net(NET).probe(torch.zeros(2, 8)).output_shape == (2, 3)
@@ -350,7 +370,8 @@ def test_probe_refuses_a_bad_batch_or_plan(base):
 # -- fit ------------------------------------------------------------------------------------
 def test_fit_is_the_equally_seeded_imperative_script(base, tmp_path):
     result = base.fit()
-    assert isinstance(result, FitResult) and isinstance(result.run, NNRun)
+    assert isinstance(result, FitResult)
+    assert isinstance(result.run, NNRun)
     # the imperative script, seeded the same way
     torch.manual_seed(7)
     random.seed(7)
@@ -378,13 +399,15 @@ def test_fit_is_the_equally_seeded_imperative_script(base, tmp_path):
 def test_fit_calls_each_factory_once_and_reads_metrics_from_the_run(base):
     before = dict(pf.CALLS)
     result = base.fit()
-    assert pf.CALLS == {"train": before["train"] + 1, "val": before["val"] + 1}
+    assert {"train": before["train"] + 1, "val": before["val"] + 1} == pf.CALLS
     last = result.run.epochs[-1]
     assert result.metrics["val"].values["loss"] == last["val"]["loss"]
     assert result.metrics["train"].values["loss"] == last["train"]["loss"]
-    assert result.metrics["val"].epoch == 2 and result.metrics["val"].samples == 64
+    assert result.metrics["val"].epoch == 2
+    assert result.metrics["val"].samples == 64
     again = base.fit(overwrite_existing=True)
-    assert again.run.id == result.run.id and again.attempt_id != result.attempt_id
+    assert again.run.id == result.run.id
+    assert again.attempt_id != result.attempt_id
     assert len(result.attempt_id) == 32
 
 
@@ -393,10 +416,12 @@ def test_fit_writes_the_plan_and_binding_report_and_prints_it_once(base, capsys)
     result = base.fit(seed=9)
     out = capsys.readouterr().out
     assert out.count("nnx_lab binding report") == 1
-    assert "train.seed" in out and "fit(seed=...)" in out
+    assert "train.seed" in out
+    assert "fit(seed=...)" in out
     folder = result.run.run_dir
     planned = json.loads((folder / "plan.json").read_text())
-    assert planned["attempt_id"] == result.attempt_id and planned["run_id"] == result.run.id
+    assert planned["attempt_id"] == result.attempt_id
+    assert planned["run_id"] == result.run.id
     assert planned["plan"]["values"]["train.seed"] == 9
     assert ExperimentPlan.from_json(planned["plan"]).value("train.seed") == 9
     binding = json.loads((folder / "binding.json").read_text())
@@ -464,6 +489,8 @@ def test_the_binding_report_names_the_winning_source(base):
     later = base.with_epochs(5).binding_report()["train.n_epochs"]
     assert (later.value, later.via) == (5, "plan: with_epochs")
     text = str(base.binding_report(seed=43))
-    assert "fit(seed=...)" in text and "over plan: 7" in text
-    assert "data.train" in text and "make_train_loader" in text
+    assert "fit(seed=...)" in text
+    assert "over plan: 7" in text
+    assert "data.train" in text
+    assert "make_train_loader" in text
     json.dumps(report.to_json())
