@@ -507,14 +507,17 @@ def _run_today(then: Record) -> Record:
 def record_of(
     obj: Any, *, now: bool = True, runs_root: str | os.PathLike[str] | None = None
 ) -> Record:
-    """The record of a plan (as it is now, or as built), a model (as built), a run (by
-    id, ``NNRun`` or ``FitResult``), a ``Record`` or its JSON."""
+    """The record of a plan (what a fit of it runs now, or, ``now=False``, as built), a
+    model (as built), a run (by id, ``NNRun`` or ``FitResult``), a ``Record`` or its
+    JSON."""
     if isinstance(obj, Record):
         return obj
     if isinstance(obj, dict):
         return Record.from_json(obj)
     if _is_plan(obj):
-        return obj._record(now=now)
+        # Against another side, a plan is what a fit of it would run: the code it holds
+        # and its mutable objects as they are now.
+        return obj._record(now=now, mode="fit" if now else "then")
     if _is_model(obj):
         return model_record(obj, now=False)
     return run_record(obj, runs_root)

@@ -272,7 +272,7 @@ class ExperimentPlan:
 
         A given ``NNTrainParams`` sets every training field (epochs, seed, optimizer,
         scheduler, run knobs); its loaders, if any, become borrowed data sources, and its
-        ``data_id`` / resume settings are taken only when set. ``optim=`` and
+        ``data_id``, ``runs_root`` and resume settings are taken only when set. ``optim=`` and
         ``scheduler=`` take params objects.
         """
         via = "with_train"
@@ -285,8 +285,8 @@ class ExperimentPlan:
                     via, train_params, "pass an NNTrainParams(...), or keyword arguments"
                 )
             for name in names:
-                if name == "data_id" and train_params.data_id is None:
-                    continue
+                if name in ("data_id", "runs_root") and getattr(train_params, name) is None:
+                    continue  # not set there: what the plan has stays
                 if name.startswith("resume_") and train_params.resume_from_run_id is None:
                     continue
                 updates[f"train.{name}"] = getattr(train_params, name)

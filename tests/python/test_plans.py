@@ -86,6 +86,15 @@ def test_a_plan_cannot_be_changed_in_place(base):
     assert plan.value("net.hidden_dims") == (16, 8)
 
 
+def test_with_train_keeps_what_its_params_leave_unset(base, runs_root):
+    plan = base.with_train(NNTrainParams(n_epochs=3))
+    assert plan.value("train.runs_root") == str(runs_root)  # None there: kept
+    assert plan.value("train.data_id") == "toy"
+    assert plan.value("train.optim.max_lr") == NNOptimParams().max_lr  # set: replaced
+    loaders = base.with_train(NNTrainParams(train_loader=pf.make_train_loader()))
+    assert loaders.binding_report().objects[0][1].startswith("borrowed DataLoader")
+
+
 def test_sections_branch_field_by_field(base):
     sgd = base.with_optim(name="sgd", momentum=0.5)
     assert sgd.value("train.optim.max_lr") == 1e-2  # kept from with_train
