@@ -32,7 +32,15 @@ from ..engine.params import (
 from ..engine.precision import MODES
 from ._problems import Problem, json_safe
 
-__all__ = ["TOGGLES", "PlanField", "Resolved", "field_index", "plan_fields", "resolve"]
+__all__ = [
+    "TOGGLES",
+    "PlanField",
+    "Resolved",
+    "field_index",
+    "plan_fields",
+    "raw_defaults",
+    "resolve",
+]
 
 # Sections that can be switched off as a whole; the switch is a field of its own.
 SCHEDULER, EARLY_STOPPING = "train.scheduler", "early_stopping"
@@ -250,6 +258,27 @@ def plan_fields() -> tuple[PlanField, ...]:
 @functools.cache
 def field_index() -> dict[str, PlanField]:
     return {f.path: f for f in plan_fields()}
+
+
+@functools.cache
+def raw_defaults() -> dict[str, Any]:
+    """Each field's library default as the dataclass has it (an enum member, a tuple)."""
+    out: dict[str, Any] = dict.fromkeys(TOGGLES, False)
+    for prefix, cls in (
+        ("net", NNParams),
+        ("model", NNModelParams),
+        ("train.optim", NNOptimParams),
+        (SCHEDULER, NNSchedulerParams),
+        ("train", NNTrainParams),
+    ):
+        for f in fields(cls):
+            out.setdefault(f"{prefix}.{f.name}", _default(f)[0])
+    import inspect
+
+    empty = inspect.Parameter.empty
+    for name, p in inspect.signature(_early_stopping_class()).parameters.items():
+        out[f"{EARLY_STOPPING}.{name}"] = None if p.default is empty else p.default
+    return {path: out.get(path) for path in field_index()}
 
 
 # -- resolution ---------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from types import MappingProxyType
 from typing import Any
 
 from ..engine.enums import Losses
-from ..engine.errors import ConfigError
+from ..engine.errors import ConfigError, DataError
 from ..engine.params import (
     CustomLossRef,
     NNModelParams,
@@ -39,6 +39,7 @@ from ._fields import (
     Resolved,
     field_index,
     plan_fields,
+    raw_defaults,
     resolve,
 )
 from ._problems import PlanError, Problem, Problems, json_safe
@@ -199,9 +200,9 @@ class ExperimentPlan:
         return plan_fields()
 
     def value(self, path: str) -> Any:
-        """The value at ``path``: the plan's, or the library default."""
-        f = _field(path, "value")
-        return self._values.get(path, f.default)
+        """The value at ``path``: the plan's (as given), or the library default."""
+        _field(path, "value")
+        return self._values.get(path, raw_defaults()[path])
 
     def values(self) -> dict[str, Any]:
         """Every field's value as JSON (the plan's, or the default), by path."""
@@ -981,6 +982,29 @@ class _PlanRecorder:
         emit(f"{self.binding}\n  -> run {event.run_id}")
 
 
+def _made(src: DataSource | None, role: str) -> Any:
+    """What a data source gives for this fit; a factory's result is checked like an
+    instance (without reading it)."""
+    if src is None:
+        return None
+    loader = src.make()
+    if src.kind == "factory":
+        problem = _source_problem(loader, role)
+        if problem is not None:
+            raise DataError(
+                role,
+                f"{src.name}() returned {_describe(loader)}",
+                problem.fix.replace(
+                    "pass a factory (a function returning a loader) or a", "return a"
+                ),
+            )
+    return loader
+
+
+def _describe(value: Any) -> str:
+    return "None" if value is None else f"a {type(value).__name__}"
+
+
 def _fit(
     plan: ExperimentPlan,
     binding: BindingReport,
@@ -993,7 +1017,9 @@ def _fit(
 
     r = plan._resolve()
     seed_everything(r.train.seed)
-    train_loader, val_loader = (None if s is None else s.make() for s in plan._data)
+    train_loader, val_loader = (
+        _made(s, role) for s, role in zip(plan._data, ("data.train", "data.val"), strict=True)
+    )
     made: list[Any] = []
     if r.early_stopping is not None:
         from ..engine.handlers import EarlyStopping

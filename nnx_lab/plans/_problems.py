@@ -7,7 +7,7 @@ fields are declared; ``raise_for_errors()`` turns a non-empty one into a ``PlanE
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +27,7 @@ def json_safe(value: Any) -> Any:
         return value
     if isinstance(value, list | tuple):
         return [json_safe(v) for v in value]
-    if isinstance(value, dict):
+    if isinstance(value, Mapping):
         return {str(k): json_safe(v) for k, v in value.items()}
     to_json = getattr(value, "to_json", None)
     if callable(to_json):

@@ -474,6 +474,13 @@ def test_early_stopping_is_built_for_every_fit(base):
     assert result.run.status.value == "finished"
 
 
+def test_a_factory_that_returns_no_loader_is_named(base, runs_root):
+    with pytest.raises(DataError, match=r"returned None") as raised:
+        base.with_data(pf.returns_nothing).fit()
+    assert raised.value.field == "data.train"
+    assert not runs_root.exists()
+
+
 def test_expected_run_id_and_existing_run(base):
     assert base.existing_run() is None
     run_id = base.expected_run_id()
