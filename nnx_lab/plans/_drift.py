@@ -550,7 +550,7 @@ def banner_for(handle_obj: Any) -> str:
     return drift_report(handle_obj).short()
 
 
-def print_banner(handle_obj: Any) -> None:
+def print_banner(handle_obj: Any, enabled: bool | None = None) -> None:
     text = banner_for(handle_obj)
     if text:
-        emit(text)
+        emit(text, enabled)

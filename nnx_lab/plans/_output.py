@@ -37,6 +37,7 @@ def config_report_enabled() -> bool:
     return value not in ("0", "false", "no", "off")
 
 
-def emit(text: str) -> None:
-    if config_report_enabled():
+def emit(text: str, enabled: bool | None = None) -> None:
+    """Print ``text`` when ``enabled`` (None: as ``set_config_report`` says)."""
+    if config_report_enabled() if enabled is None else enabled:
         print(text, file=sys.stdout, flush=True)

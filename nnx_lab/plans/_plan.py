@@ -604,6 +604,7 @@ class ExperimentPlan:
         callbacks: Iterable[Any] = (),
         control: Any = None,
         provenance: Any = None,
+        report: bool | None = None,
         **overrides: Any,
     ) -> FitResult:
         """Validate, seed, call the factories once, build the model and train it with
@@ -612,7 +613,9 @@ class ExperimentPlan:
         ``overrides`` are per-call values of training fields (``seed=43``,
         ``runs_root=...``), shown as such in the binding report; ``callbacks`` are added
         to the plan's (e.g. a ``TrainingMonitor``); ``control`` is a ``TrainingControl``
-        to stop the run from another thread; ``provenance`` an ``ExperimentManifest``.
+        to stop the run from another thread; ``provenance`` an ``ExperimentManifest``;
+        ``report=False`` prints neither the binding report nor the drift banner for this
+        fit (None: as ``set_config_report`` says); ``binding.json`` is written anyway.
         """
         paths = self._overrides(overrides, "fit")
         callbacks = list(callbacks)
@@ -620,11 +623,11 @@ class ExperimentPlan:
         plan.validate().raise_for_errors()
         from ._drift import print_banner
 
-        print_banner(self)  # a plan whose code was redefined since it was built says so
+        print_banner(self, report)  # a plan whose code was redefined since it was built
         binding = build_binding_report(
             dict(self._values), dict(self._sources), paths, self._objects(callbacks)
         )
-        return _fit(plan, binding, callbacks, control, provenance)
+        return _fit(plan, binding, callbacks, control, provenance, report)
 
     def expected_run_id(self) -> str:
         """The run id ``fit()`` would give now. Calls the factories (under a saved and
@@ -946,6 +949,7 @@ class _PlanRecorder:
     plan: ExperimentPlan
     binding: BindingReport
     model: Any
+    report: bool | None = None
     attempt_id: str = field(default_factory=lambda: uuid.uuid4().hex)
 
     def on_run_started(self, event: Any) -> None:
@@ -979,7 +983,7 @@ class _PlanRecorder:
             folder / BINDING_FILE,
             {"run_id": event.run_id, "attempt_id": self.attempt_id, **self.binding.to_json()},
         )
-        emit(f"{self.binding}\n  -> run {event.run_id}")
+        emit(f"{self.binding}\n  -> run {event.run_id}", self.report)
 
 
 def _made(src: DataSource | None, role: str) -> Any:
@@ -1011,6 +1015,7 @@ def _fit(
     callbacks: list[Any],
     control: Any,
     provenance: Any,
+    report: bool | None,
 ) -> FitResult:
     from ..engine.model import NNModel
     from ..engine.training_state import seed_everything
@@ -1028,7 +1033,7 @@ def _fit(
     made += [cb.make() for cb in plan._callbacks]
     model = NNModel(r.net, r.model, init_seed=r.train.seed)
     params = r.train.replace(train_loader=train_loader, val_loader=val_loader)
-    recorder = _PlanRecorder(plan, binding, model)
+    recorder = _PlanRecorder(plan, binding, model, report)
     run = model.train(
         params,
         callbacks=[*made, *callbacks, recorder],

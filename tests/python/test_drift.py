@@ -330,6 +330,20 @@ def test_a_custom_loss_of_a_run_trained_without_a_plan(user_module, runs_root):
     assert row.action == "a new run"
 
 
+def test_the_switch_follows_the_environment_until_set(monkeypatch):
+    from nnx_lab.plans._output import config_report_enabled
+
+    set_config_report(None)
+    monkeypatch.setenv("NNX_CONFIG_REPORT", "0")
+    assert not config_report_enabled()
+    monkeypatch.setenv("NNX_CONFIG_REPORT", "1")
+    assert config_report_enabled()
+    assert set_config_report(False) is True  # returns what it was
+    assert not config_report_enabled()
+    with pytest.raises(TypeError, match="True, False or None"):
+        set_config_report("no")
+
+
 # -- limits and data form -------------------------------------------------------------------
 def test_the_report_states_its_limits(base):
     borrowed = base.with_data(pf.make_train_loader(), val=pf.make_val_loader).with_callbacks(

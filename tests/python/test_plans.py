@@ -437,10 +437,14 @@ def test_fit_writes_the_plan_and_binding_report_and_prints_it_once(base, capsys)
     seed = next(r for r in binding["rows"] if r["path"] == "train.seed")
     assert (seed["value"], seed["source"], seed["plan"]) == (9, "call", 7)
     assert "fit(seed=...)" in binding["text"]
+    base.with_epochs(3).fit(report=False)  # this fit only
+    assert capsys.readouterr().out == ""
     set_config_report(False)
     quiet = base.with_epochs(1).fit()
     assert capsys.readouterr().out == ""
     assert (quiet.run.run_dir / "binding.json").is_file()
+    base.with_epochs(4).fit(report=True)
+    assert capsys.readouterr().out.count("nnx_lab binding report") == 1
 
 
 def test_resuming_fits_a_child_run_and_leaves_the_parent(base):

@@ -106,9 +106,19 @@ def test_the_run_format_reads_without_torch():
     assert "torch" not in mods
 
 
+def test_plans_and_provenance_import_without_torch():
+    """Comparing two runs' records (drift, provenance) is data code: the Jupyter server
+    uses it, so importing it must not load torch."""
+    mods = _modules_after("import nnx_lab.plans, nnx_lab.provenance")
+    assert "nnx_lab.plans._drift" in mods
+    assert "torch" not in mods
+
+
 @pytest.mark.parametrize(
     "module",
     [
+        "nnx_lab.plans",
+        "nnx_lab.plans._probe",
         "nnx_lab.engine.model",
         "nnx_lab.engine.resume",
         "nnx_lab.engine.checkpoint",
