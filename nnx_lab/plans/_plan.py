@@ -13,7 +13,7 @@ from __future__ import annotations
 import difflib
 import os
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -752,9 +752,6 @@ class ExperimentPlan:
             + (f" ({v['train.data_id']!r})" if "train.data_id" in v else "")
             + ")"
         )
-
-    def __iter__(self) -> Iterator[str]:
-        raise TypeError("ExperimentPlan is not iterable; plan.values() gives its fields")
 
 
 # -- helpers -------------------------------------------------------------------------------
