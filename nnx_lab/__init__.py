@@ -53,9 +53,13 @@ _EXPORTS: dict[str, str] = {
     "LRFinderResult": "nnx_lab.lr_finder",
     "request_stop": "nnx_lab.runs",
     "NNTabularDataset": "nnx_lab.data",
+    "ExperimentPlan": "nnx_lab.plans",
+    "FitResult": "nnx_lab.plans",
+    "drift_report": "nnx_lab.plans",
+    "provenance": "nnx_lab.provenance",
 }
 
-_MODULES = ("events", "precision", "data_splits", "preprocessing")
+_MODULES = ("events", "precision", "data_splits", "preprocessing", "provenance")
 
 __all__ = ["__version__", *sorted(_EXPORTS)]
 

@@ -30,6 +30,7 @@ from .enums import Devices, RunStatus
 from .errors import ConfigError
 from .evaluate import evaluate, inference
 from .events import TrainingControl
+from .fingerprint import code_record
 from .handlers import (
     CheckpointPolicy,
     JsonlLogger,
@@ -172,6 +173,29 @@ class NNModel:
         self._loss = LossFn(params.loss)
         self._task: Task | None = None  # the task of the last train() (a custom loss's)
         self.last_run: NNRun | None = None
+        # What this model fixed at construction: the network is built from these values
+        # and keeps them whatever is assigned to ``net_params`` / ``params`` later. A
+        # drift report compares this record with the present (nnx_lab.drift_report).
+        self._built_net_params, self._built_params = net_params, params
+        self._fixed = self._fix_record()
+
+    def _fix_record(self) -> dict[str, Any]:
+        code = [] if self._loss.kind is not None else [code_record(self._loss.custom, "model.loss")]
+        return {
+            "net": self._built_net_params.to_json(),
+            "model": self._trained_params().to_json(),
+            "code": code,
+        }
+
+    def _trained_params(self) -> NNModelParams:
+        """What ``train()`` trains with: the net kind and device the network was built
+        with, the loss this model holds, and the precision as ``params`` says now (it is
+        resolved afresh by every run)."""
+        p, built = self.params, self._built_params
+        loss = self._loss.kind if self._loss.kind is not None else self._loss.custom
+        if p.net is built.net and p.device is built.device and p.loss is loss:
+            return p
+        return p.replace(net=built.net, device=built.device, loss=loss)
 
     def __repr__(self) -> str:
         return (
@@ -193,6 +217,7 @@ class NNModel:
         resolved = LossFn(loss.kind if isinstance(loss, LossFn) else loss)
         self.params = self.params.replace(loss=resolved.kind or resolved.custom)
         self._loss, self._task = resolved, None
+        self._fixed = self._fix_record()  # the model now holds this loss: fixed anew
 
     def task(self, y_sample: torch.Tensor | None = None) -> Task:
         """How outputs are decoded and scored (the loss's task; a custom loss's follows
@@ -210,15 +235,21 @@ class NNModel:
         control: TrainingControl | None = None,
         *,
         distributed: Any = None,
+        provenance: Any = None,
     ) -> NNRun:
         """Train and record a run; every check runs before the run directory exists.
 
         ``callbacks`` are event sinks (or NNx-style callbacks, or NNx's legacy
         ``fn(idps)``); ``components`` are extra objects whose ``state_dict()`` travels
-        with checkpoints; ``control`` lets another thread stop the run between steps.
+        with checkpoints; ``control`` lets another thread stop the run between steps;
+        ``provenance`` is an ``ExperimentManifest`` (§2.15), written into the run
+        directory with this attempt (``run.provenance``); it never changes the run id.
         ``distributed=nnx_lab.distributed.DDP()`` makes this process one rank of a
         data-parallel run (docs/distributed.md): rank 0 writes the run, every rank
         returns the same ``NNRun``.
+
+        The run trains, and records, what this model was built with: if ``net_params``
+        or ``params`` were reassigned since, a drift banner says so first.
         """
         if not isinstance(params, NNTrainParams):
             raise ConfigError("params", params, "pass an NNTrainParams(...)")
@@ -234,27 +265,24 @@ class NNModel:
                     comp,
                     "each component must define state_dict() and load_state_dict()",
                 )
+        from ..plans._drift import print_banner  # torch-free; plans read what models fix
+        from ..plans._provenance import check_manifest
+
+        print_banner(self)
+        net_params, model_params = self._built_net_params, self._trained_params()
         # The policy is resolved afresh: the device's abilities may differ from build time.
         precision = resolve_precision(
-            self.params.precision, self.params.mixed_precision, self.device.type
+            model_params.precision, model_params.mixed_precision, self.device.type
         )
         task = self._task_for_loader(params.train_loader, "NNTrainParams.train_loader")
-        check_loader(params.train_loader, "NNTrainParams.train_loader", self.net_params, task)
+        check_loader(params.train_loader, "NNTrainParams.train_loader", net_params, task)
         if params.val_loader is not None:
-            check_loader(params.val_loader, "NNTrainParams.val_loader", self.net_params, task)
+            check_loader(params.val_loader, "NNTrainParams.val_loader", net_params, task)
         root = resolve_runs_root(params.runs_root)
         resume = plan_resume(self, params, precision, root)
-        config = {
-            "format": FORMAT_VERSION,
-            "net": self.net_params.to_json(),
-            "model": self.params.to_json(),
-            "train": params.identity(),
-            "data": data_identity(params.train_loader, params.val_loader, params.data_id),
-            "initial_weights": None if resume else self.weights_digest(),
-        }
-        if distributed is not None and self.net_params.dropout_prob > 0:
-            # Each rank draws its own dropout masks: the result depends on the world size.
-            config["distributed"] = {"world_size": distributed.world_size}
+        config = self.run_config(params, distributed)
+        if provenance is not None:
+            check_manifest(provenance, config)
         run_id = run_id_for(config)
         writer = distributed is None or distributed.rank == 0
         existing = None
@@ -269,7 +297,9 @@ class NNModel:
         recorder: RunRecorder | None = None
         with _agreed(distributed, "reserve the run directory"):
             if writer:
-                run, lock = self._open_run(root, run_id, config, params, precision, existing)
+                run, lock = self._open_run(
+                    root, run_id, config, params, precision, existing, provenance
+                )
                 recorder = RunRecorder(run, lock)
             else:  # another rank: the same run, in memory; rank 0 writes it
                 run = self._rank_run(root, run_id, config, precision)
@@ -316,6 +346,30 @@ class NNModel:
         )
         self.last_run = run
         return run
+
+    def run_config(self, params: NNTrainParams, distributed: Any = None) -> dict[str, Any]:
+        """The ``run.yaml`` a ``train(params)`` would write; its MD5 is the run id.
+
+        Reads no batch (the data's identity hashes tensors without iterating a loader).
+        """
+        config = {
+            "format": FORMAT_VERSION,
+            "net": self._built_net_params.to_json(),
+            "model": self._trained_params().to_json(),
+            "train": params.identity(),
+            "data": data_identity(params.train_loader, params.val_loader, params.data_id),
+            "initial_weights": None
+            if params.resume_from_run_id is not None
+            else self.weights_digest(),
+        }
+        if distributed is not None and self._built_net_params.dropout_prob > 0:
+            # Each rank draws its own dropout masks: the result depends on the world size.
+            config["distributed"] = {"world_size": distributed.world_size}
+        return config
+
+    def expected_run_id(self, params: NNTrainParams) -> str:
+        """The id ``train(params)`` would give its run (see ``run_config``)."""
+        return run_id_for(self.run_config(params))
 
     def _assemble(
         self,
@@ -365,7 +419,7 @@ class NNModel:
             n_epochs=resume.n_epochs if resume else None,
             planned_epochs=resume.planned_epochs if resume else None,
             diagnose=lambda batch, field, where: batch_problem(
-                batch, field, self.net_params, task, where
+                batch, field, self._built_net_params, task, where
             ),
         )
         meta = {
@@ -401,9 +455,18 @@ class NNModel:
         params: NNTrainParams,
         precision: ResolvedPrecision,
         existing: Any,
+        provenance: Any = None,
     ) -> tuple[NNRun, Any]:
-        """Reserve the run directory with its records (status "running") and its lock."""
+        """Reserve the run directory with its records (status "running") and its lock;
+        a provenance manifest is written with them, so the folder appears whole."""
         now = time.time()
+        extra: dict[str, Any] = {}
+        recorded = None
+        if provenance is not None:
+            from ..plans._provenance import PROVENANCE_FILE, record_attempt
+
+            recorded = record_attempt(provenance, run_id, started_at=now)
+            extra[PROVENANCE_FILE] = recorded.to_json()
         parent = None if params.resume_from_run_id is None else params.resume_from_run_id
         metadata = {
             **environment_metadata(str(self.device), params.seed),
@@ -421,6 +484,7 @@ class NNModel:
             overwrite=params.overwrite_existing,
             config=config,
             metadata=metadata,
+            extra=extra,
         )
         run = NNRun(
             id=run_id,
@@ -429,6 +493,7 @@ class NNModel:
             status=RunStatus.RUNNING,
             precision=precision,
             metadata=metadata,
+            provenance=recorded,
         )
         self.last_run = run
         return run, lock

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ..runs import RunRecordError, effective_status, read_record, run_dir
-from ._io import atomic_write_yaml
+from ._io import atomic_write_json, atomic_write_yaml
 
 __all__ = ["ExistingRun", "RunLock", "inspect_existing", "reserve_run_dir"]
 
@@ -147,11 +147,13 @@ def reserve_run_dir(
     overwrite: bool,
     config: dict[str, Any],
     metadata: dict[str, Any],
+    extra: dict[str, Any] | None = None,
 ) -> tuple[Path, RunLock]:
     """Make ``root/<id>`` with its records and take its writer lock, atomically.
 
     ``existing`` is what ``inspect_existing`` found when the request was checked; it was
-    refused then unless it may be replaced.
+    refused then unless it may be replaced. ``extra`` maps further JSON files (by name)
+    to their content; they are in place when the folder appears (a provenance manifest).
     """
     root.mkdir(parents=True, exist_ok=True)
     staging = root / f".{run_id}.new-{uuid.uuid4().hex[:8]}"
@@ -163,6 +165,8 @@ def reserve_run_dir(
         assert lock is not None  # nobody else knows this folder
         atomic_write_yaml(staging / "run.yaml", config)
         atomic_write_yaml(staging / "metadata.yaml", metadata)
+        for name, content in (extra or {}).items():
+            atomic_write_json(staging / name, content)
         if existing is not None:
             _move_aside(root, existing, run_id, delete=not existing.replaceable)
         target = run_dir(root, run_id)

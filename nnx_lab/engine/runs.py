@@ -108,6 +108,7 @@ class NNRun:
     resume_status: dict[str, Any] | None = None
     epochs: list[dict[str, Any]] = field(default_factory=list)  # EpochEnded as JSON
     error: str | None = None
+    provenance: Any = None  # nnx_lab.provenance.Provenance; None: trained without a manifest
 
     @property
     def parent_run_id(self) -> str | None:
@@ -187,6 +188,9 @@ class NNRun:
         )
         if metadata.get("precision"):
             run.precision = ResolvedPrecision.from_record(metadata["precision"])
+        from ..plans._provenance import read_provenance  # torch-free, like this loader
+
+        run.provenance = read_provenance(path, id)
         log = path / "metrics.jsonl"
         if log.is_file():
             run.replay(read_events(log))

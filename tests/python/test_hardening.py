@@ -624,7 +624,11 @@ def test_the_watchdog_fails_a_run_whose_folder_vanishes_mid_epoch(runs_root, mon
 
         def on_step_ended(self, event):
             if event.step == 3:
-                shutil.rmtree(self.dir)
+                # moved out of the way in one step, then deleted: the watchdog may be
+                # writing the heartbeat at this very moment
+                gone = self.dir.with_name("gone")
+                self.dir.rename(gone)
+                shutil.rmtree(gone)
             time.sleep(0.02)
 
     with pytest.raises(RunDirectoryError, match="deleted while the run was training"):

@@ -24,6 +24,8 @@ EXPECTED = {
     "Devices",
     "EDP",
     "EarlyStopping",
+    "ExperimentPlan",
+    "FitResult",
     "IDP",
     "LRFinderResult",
     "Losses",
@@ -48,6 +50,7 @@ EXPECTED = {
     "TrainingState",
     "__version__",
     "data_splits",
+    "drift_report",
     "events",
     "list_runs",
     "lr_finder",
@@ -55,6 +58,7 @@ EXPECTED = {
     "precision",
     "precision_support",
     "preprocessing",
+    "provenance",
 }
 
 
@@ -62,7 +66,7 @@ def test_the_exported_names_are_pinned():
     assert set(nnx_lab.__all__) == EXPECTED
 
 
-MODULES = {"events", "precision", "data_splits", "preprocessing"}
+MODULES = {"events", "precision", "data_splits", "preprocessing", "provenance"}
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED - {"__version__"}))
@@ -108,9 +112,19 @@ def test_the_run_format_reads_without_torch():
     assert "torch" not in mods
 
 
+def test_plans_and_provenance_import_without_torch():
+    """Comparing two runs' records (drift, provenance) is data code: the Jupyter server
+    uses it, so importing it must not load torch."""
+    mods = _modules_after("import nnx_lab.plans, nnx_lab.provenance")
+    assert "nnx_lab.plans._drift" in mods
+    assert "torch" not in mods
+
+
 @pytest.mark.parametrize(
     "module",
     [
+        "nnx_lab.plans",
+        "nnx_lab.plans._probe",
         "nnx_lab.engine.model",
         "nnx_lab.engine.resume",
         "nnx_lab.engine.checkpoint",
