@@ -245,9 +245,13 @@ class TrainingLoop:
         n_epochs: int | None = None,
         planned_epochs: int | None = None,
         diagnose: Callable[[Any, str, str], Exception | None] | None = None,
+        evaluator: Callable[..., EDP] | None = None,
     ) -> None:
         """``diagnose(batch, field, where)`` explains, after a step failed, why a batch
-        cannot train this model (a DataError naming it), or returns None."""
+        cannot train this model (a DataError naming it), or returns None.
+
+        ``evaluator(net, loader, loss, task, *, device, precision) -> EDP`` is the
+        validation pass (NNx's ``eval_step_fn``); default: ``evaluate``."""
         self.train_step = step
         self.params = params
         self.optimizer = step.updater.optimizer
@@ -256,6 +260,7 @@ class TrainingLoop:
         self.bus, self.control, self.info = bus, control, info
         self.stateful = list(stateful)
         self.diagnose = diagnose
+        self.evaluator = evaluate if evaluator is None else evaluator
         self.n_epochs = params.n_epochs if n_epochs is None else n_epochs
         self.planned_epochs = self.n_epochs if planned_epochs is None else planned_epochs
         self.topology = optimizer_topology([g["params"] for g in self.optimizer.param_groups])
@@ -527,7 +532,7 @@ class TrainingLoop:
         val = None
         if self.params.val_loader is not None:
             try:
-                val = evaluate(
+                val = self.evaluator(
                     step.net,
                     self.params.val_loader,
                     step.loss,
@@ -538,6 +543,12 @@ class TrainingLoop:
             except Exception as exc:
                 self._explain_validation(exc, epoch)
                 raise
+            if not isinstance(val, EDP):
+                name = getattr(self.evaluator, "__qualname__", type(self.evaluator).__name__)
+                raise TypeError(
+                    f"eval_step_fn {name} returned {type(val).__name__}; it must return an "
+                    "EDP (nnx_lab.EDP(loss=..., error=..., samples=...))"
+                )
         signal, source = selection_signal(val, self._last_record)
         if self.scheduler is not None and signal is not None:
             self.scheduler.step(signal)

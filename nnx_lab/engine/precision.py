@@ -39,9 +39,9 @@ REFERENCE_TOLERANCES: dict[tuple[str, str], dict[str, float]] = {
 # Cells checked by the reference fixtures on the machines that run the test suite.
 _VERIFIED = {("cpu", "fp32"), ("cpu", "bf16")}
 
-# The NNModel surfaces that apply a policy. (NNx's predict_proba() joins this list when
-# nnx_lab grows one.)
-SURFACES = ("train", "evaluate", "predict")
+# The NNModel surfaces that apply a policy (iter_predict streams under "predict", or
+# "predict_proba" when rich).
+SURFACES = ("train", "evaluate", "predict", "predict_proba")
 
 _NO_AUTOCAST = contextlib.nullcontext()
 

@@ -25,6 +25,7 @@ EXPECTED = {
     "EDP",
     "EarlyStopping",
     "IDP",
+    "MetricSpec",
     "Losses",
     "NNCheckpoint",
     "NNModel",
@@ -39,8 +40,13 @@ EXPECTED = {
     "PrecisionPolicy",
     "PrecisionUnsupportedError",
     "Prediction",
+    "PredictionBatch",
+    "PredictionResult",
+    "PredictionValidationError",
+    "ProbabilitySpec",
     "ResumeError",
     "RunStatus",
+    "StreamingMetrics",
     "TrainingControl",
     "TrainingMonitor",
     "TrainingState",
@@ -49,6 +55,8 @@ EXPECTED = {
     "list_runs",
     "precision",
     "precision_support",
+    "prediction_from_logits",
+    "streaming_eval_step",
 }
 
 
@@ -110,6 +118,10 @@ def test_the_run_format_reads_without_torch():
         "nnx_lab.engine.checkpoint",
         "nnx_lab.engine.handlers",
         "nnx_lab.engine.loop",
+        "nnx_lab.engine.streaming",
+        "nnx_lab.data",
+        "nnx_lab.calibration",
+        "nnx_lab.abstention",
     ],
 )
 def test_the_engine_imports_no_jupyter_widget_or_plot_package(module):
