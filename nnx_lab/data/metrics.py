@@ -118,10 +118,25 @@ class MetricBatch:
 
     @functools.cached_property
     def scores(self) -> torch.Tensor:
-        """Ranking scores per class/output for AUROC: log p (categorical), the logit or p
-        (bernoulli). Log-probabilities keep the order that saturated probabilities lose."""
+        """Ranking scores per class/output for AUROC: the log-odds log p - log(1 - p)
+        (categorical, one class against the rest), the logit or p (bernoulli).
+
+        The log-odds order rows as p does, but keep apart what rounds to p = 1 (or to
+        log p = 0): only the row's top class can be near 1, and its log(1 - p) is taken
+        from the other classes' logits instead of from 1 - p.
+        """
         if self.kind == "categorical":
-            return self.log_probs
+            log_p = self.log_probs
+            if self._logits is None:
+                return log_p - torch.log1p(-log_p.exp())
+            z = self._logits.to(self.dtype)
+            top = z.argmax(dim=1, keepdim=True)
+            others = z.scatter(1, top, float("-inf"))
+            log_rest_top = torch.logsumexp(others, dim=1, keepdim=True) - torch.logsumexp(
+                z, dim=1, keepdim=True
+            )
+            log_rest = torch.log1p(-log_p.exp()).scatter(1, top, log_rest_top)
+            return log_p - log_rest
         source = self._logits if self._logits is not None else self._probabilities
         assert source is not None
         return source.to(self.dtype)

@@ -268,6 +268,13 @@ class StreamingMetrics:
                     f"have {y.numel()} elements for values of shape {tuple(v.shape)}",
                     "pass one target per predicted value",
                 )
+            if self.n_classes is not None and width != self.n_classes:
+                raise DataError(
+                    "values",
+                    f"a batch with {width} outputs after batches with {self.n_classes}",
+                    "keep the outputs the same width in every batch",
+                )
+            self.n_classes = width
             v = v.reshape(-1, width)
             yf = y.reshape(-1, width).to(dtype)
             valid = torch.isfinite(yf)
