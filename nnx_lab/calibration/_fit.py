@@ -1,12 +1,12 @@
 """Fitting one temperature by minimizing the NLL (Guo et al. 2017).
 
 The NLL of ``logits / T`` is minimized over ``s = log T`` (so T stays positive) from
-T = 1, in float64, by Newton's method on ``s`` kept inside a bracket of the optimum
-(bisection when a Newton step would leave it). As a function of ``1 / T`` the NLL is
-convex, so the optimum is unique when it exists; it does not exist (the fit fails, with
-the reason) when every calibration row is already decoded right (the NLL keeps falling
-as T -> 0) or when the logits rank the true class no better than chance (it keeps
-falling as T -> infinity).
+T = 1, in float64. As a function of ``1 / T`` the NLL is convex, so each step is
+Newton's step for ``1 / T`` taken in log space, kept inside a bracket of the optimum
+(bisection when a step would leave it). The optimum is unique when it exists; it does
+not exist (the fit fails, with the reason) when every calibration row is already decoded
+right (the NLL keeps falling as T -> 0) or when the logits rank the true class no better
+than chance (it keeps falling as T -> infinity).
 """
 
 from __future__ import annotations
@@ -33,7 +33,9 @@ if TYPE_CHECKING:
 __all__ = ["CalibrationFitError", "TemperatureFit", "fit_temperature"]
 
 _MAX_STEP = 4.0  # at most a factor e^4 in T per Newton step
-_S_TOL = 1e-10  # |step| in log T at which the fit has converged
+# |step| in log T at which the fit has converged: Newton converges quadratically here,
+# so the error left after a step this small is of order 1e-14
+_S_TOL = 1e-7
 
 
 class CalibrationFitError(ValueError):
@@ -83,60 +85,58 @@ class _Objective:
     """The mean NLL at ``1 / T = beta`` and its first two derivatives in ``beta``.
 
     Categorical rows are shifted by their maximum once (``d = z - max z``), so each
-    evaluation is one exponential and three reductions over the logits: E[z] and Var[z]
-    under softmax(beta z) are E[d] + max z and Var[d].
+    evaluation is one exponential (into a buffer reused across iterations) and three
+    reductions over the logits: E[z] and Var[z] under softmax(beta z) are E[d] + max z
+    and Var[d].
     """
 
     def __init__(self, rows: Rows) -> None:
         self.kind = rows.kind
         z, y = rows.z, rows.y
         if self.kind == "categorical":
-            top = z.max(dim=1, keepdim=True).values
-            self.d = z - top
+            self.d = z - z.max(dim=1, keepdim=True).values
             self.d2 = self.d * self.d
             self.dy = self.d.gather(1, y.unsqueeze(1)).squeeze(1)  # <= 0
+            self.buffer = torch.empty_like(self.d)
         else:
             self.z, self.y = z, y
 
-    def __call__(self, beta: float, value: bool = False) -> tuple[float, float, float]:
+    def limits(self) -> tuple[float, bool]:
+        """dNLL/dbeta at beta = 0, and whether it stays negative as beta -> infinity
+        (every target already decoded right: no finite temperature is optimal)."""
         if self.kind == "categorical":
-            e = torch.mul(self.d, beta).exp_()
+            slope0 = (self.d.mean(1) - self.dy).mean()
+            all_right = (self.dy == 0).all()
+        else:
+            z, y = self.z, self.y
+            slope0 = ((0.5 - y) * z).mean()
+            all_right = ~(((z > 0) & (y == 0)) | ((z < 0) & (y == 1))).any()
+        return float(slope0), bool(all_right)
+
+    def __call__(self, beta: float) -> tuple[float, float, float]:
+        if self.kind == "categorical":
+            e = torch.mul(self.d, beta, out=self.buffer).exp_()
             total = e.sum(1)
             ed = torch.einsum("ij,ij->i", e, self.d) / total
             ed2 = torch.einsum("ij,ij->i", e, self.d2) / total
+            f = (total.log() - beta * self.dy).mean()
             d1 = (ed - self.dy).mean()
             d2 = (ed2 - ed * ed).clamp_min(0).mean()
-            f = (total.log() - beta * self.dy).mean() if value else d1
         else:
             a = self.z * beta
             sig = torch.sigmoid(a)
+            f = (F.softplus(a) - self.y * a).mean()
             d1 = ((sig - self.y) * self.z).mean()
             d2 = (sig * (1 - sig) * self.z * self.z).mean()
-            f = (F.softplus(a) - self.y * a).mean() if value else d1
-        host = torch.stack([f, d1, d2]).tolist()
+        host = torch.stack([f, d1, d2]).tolist()  # one read-back per evaluation
         return host[0], host[1], host[2]
 
 
-def _limits(rows: Rows) -> tuple[float, bool]:
-    """dNLL/dbeta at beta = 0, and whether it stays negative as beta -> infinity (every
-    target already decoded right, so no finite temperature is optimal)."""
-    z, y = rows.z, rows.y
-    if rows.kind == "categorical":
-        zy = z.gather(1, y.unsqueeze(1)).squeeze(1)
-        slope0 = float((z.mean(1) - zy).mean())
-        all_right = bool((z.max(dim=1).values == zy).all())
-    else:
-        slope0 = float(((0.5 - y) * z).mean())
-        wrong = ((z > 0) & (y == 0)) | ((z < 0) & (y == 1))
-        all_right = not bool(wrong.any())
-    return slope0, all_right
-
-
 def _solve(
-    rows: Rows, objective: _Objective, max_iter: int
+    objective: _Objective, max_iter: int
 ) -> tuple[float | None, int, str | None, list[float]]:
     """(log T, iterations, failure reason, trace)."""
-    slope0, all_right = _limits(rows)
+    slope0, all_right = objective.limits()
     if all_right:
         return (
             None,
@@ -160,16 +160,18 @@ def _solve(
     for it in range(1, max_iter + 1):
         beta = math.exp(-s)
         _, d1, d2 = objective(beta)
-        g = -beta * d1  # dNLL/ds
-        h = beta * beta * d2 + beta * d1  # d2NLL/ds2
-        if g < 0:
-            lo = s  # the optimum lies at a larger T
-        elif g > 0:
+        # d1 = dNLL/d(1/T); 1/T falls as s = log T rises
+        if d1 > 0:
+            lo = s  # the optimum has a smaller 1/T: a larger T
+        elif d1 < 0:
             hi = s
         else:
             trace.append(math.exp(s))
             return s, it, None, trace
-        step = -g / h if h > 0 else math.copysign(_MAX_STEP, -g)
+        # Newton's step for the NLL as a function of 1/T, where it is convex, taken in
+        # log T: the iterate stays a positive temperature.
+        new_beta = beta - d1 / d2 if d2 > 0 else 0.0
+        step = math.log(beta / new_beta) if new_beta > 0 else _MAX_STEP
         step = max(-_MAX_STEP, min(_MAX_STEP, step))
         new = s + step
         if not lo < new < hi and math.isfinite(lo) and math.isfinite(hi):
@@ -219,15 +221,15 @@ def fit_temperature(
     spec = prediction.spec
     assert spec is not None
     objective = _Objective(rows)
-    s, iterations, reason, trace = _solve(rows, objective, max_iter)
-    before = objective(1.0, value=True)[0]
+    s, iterations, reason, trace = _solve(objective, max_iter)
+    before = objective(1.0)[0]
     temperature = None if s is None else math.exp(s)
     return TemperatureFit(
         status="failed" if s is None else "fitted",
         reason=reason,
         temperature=temperature,
         nll_before=before,
-        nll_after=None if temperature is None else objective(1.0 / temperature, value=True)[0],
+        nll_after=None if temperature is None else objective(1.0 / temperature)[0],
         iterations=iterations,
         rows=int(rows.y.shape[0]),
         kind=spec.kind,

@@ -142,7 +142,8 @@ def prediction_rows(prediction: PredictionResult, y: Any) -> Rows:
                 f"value {int(t[first])})",
                 f"pass class indices in [0, {k}) (or {IGNORE_INDEX} to leave a row out)",
             )
-        z, t = z[keep], t[keep]
+        if not bool(keep.all()):
+            z, t = z[keep], t[keep]
     else:
         if t.numel() != logits.numel():
             raise DataError(

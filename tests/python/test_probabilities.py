@@ -129,6 +129,23 @@ def test_predict_proba_runs_under_the_precision_policy_and_restores_each_modules
     assert "predict_proba" in model.precision.covers()
 
 
+def test_predict_proba_is_its_own_precision_surface():
+    """A policy that covered only predict_proba would autocast it and not predict."""
+    from nnx_lab.engine.precision import ResolvedPrecision
+
+    class OnlyPredictProba(ResolvedPrecision):
+        def covers(self):
+            return ["predict_proba"]
+
+    model = f.model()
+    model.precision = OnlyPredictProba("bf16", "bf16", "cpu")
+    spy = _ForwardCount(model.net.layers[0])
+    X = torch.randn(4, 8)
+    model.predict(X)
+    model.predict_proba(X, SPEC)
+    assert spy.dtypes == [torch.float32, torch.bfloat16]
+
+
 # -- sample ids and loaders --------------------------------------------------------------------
 def test_a_shuffling_loader_warns_that_ids_are_positions():
     model = f.model()
