@@ -17,7 +17,10 @@ probabilities. Repetitions alternate the methods; times are medians, and the rat
 each method's time over nnx_lab's.
 
     python benchmarks/calibration.py
-    python benchmarks/calibration.py --rows 100000 --classes 100 --reps 5
+    python benchmarks/calibration.py --rows 100000 --classes 100 --reps 5 --threads 1
+
+On a shared machine whose cores are busy, one thread can beat two by a wide margin
+(each parallel op waits for its slowest thread): say which you ran.
 """
 
 from __future__ import annotations
@@ -101,10 +104,16 @@ def main() -> int:
     parser.add_argument("--classes", type=int, default=100)
     parser.add_argument("--temperature", type=float, default=1.7)
     parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument(
+        "--threads", type=int, default=None, help="torch intra-op threads (default: torch's)"
+    )
     args = parser.parse_args()
 
     import numpy as np
     import torch
+
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
 
     try:
         import netcal

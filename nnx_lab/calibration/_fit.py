@@ -134,8 +134,8 @@ class _Objective:
 
 def _solve(
     objective: _Objective, max_iter: int
-) -> tuple[float | None, int, str | None, list[float]]:
-    """(log T, iterations, failure reason, trace)."""
+) -> tuple[float | None, int, str | None, list[float], float | None]:
+    """(log T, iterations, failure reason, trace, the NLL at T = 1 if it was evaluated)."""
     slope0, all_right = objective.limits()
     if all_right:
         return (
@@ -145,6 +145,7 @@ def _solve(
             "as T -> 0 and no finite temperature is optimal; calibrate on more (or harder) "
             "held-out rows",
             [],
+            None,
         )
     if slope0 >= 0:
         return (
@@ -154,12 +155,16 @@ def _solve(
             "keeps falling as T -> infinity (uniform probabilities); check that y matches "
             "the prediction's rows and label order",
             [],
+            None,
         )
     s, lo, hi = 0.0, -math.inf, math.inf
     trace: list[float] = []
+    at_one = None
     for it in range(1, max_iter + 1):
         beta = math.exp(-s)
-        _, d1, d2 = objective(beta)
+        f, d1, d2 = objective(beta)
+        if it == 1:
+            at_one = f
         # d1 = dNLL/d(1/T); 1/T falls as s = log T rises
         if d1 > 0:
             lo = s  # the optimum has a smaller 1/T: a larger T
@@ -167,7 +172,7 @@ def _solve(
             hi = s
         else:
             trace.append(math.exp(s))
-            return s, it, None, trace
+            return s, it, None, trace, at_one
         # Newton's step for the NLL as a function of 1/T, where it is convex, taken in
         # log T: the iterate stays a positive temperature.
         new_beta = beta - d1 / d2 if d2 > 0 else 0.0
@@ -180,13 +185,14 @@ def _solve(
         s = new
         trace.append(math.exp(s))
         if converged:
-            return s, it, None, trace
+            return s, it, None, trace, at_one
     return (
         None,
         max_iter,
         f"no convergence in {max_iter} iterations (last T = {math.exp(s):.6g}); pass a larger "
         "max_iter or check the logits for extreme values",
         trace,
+        at_one,
     )
 
 
@@ -221,8 +227,8 @@ def fit_temperature(
     spec = prediction.spec
     assert spec is not None
     objective = _Objective(rows)
-    s, iterations, reason, trace = _solve(objective, max_iter)
-    before = objective(1.0)[0]
+    s, iterations, reason, trace, at_one = _solve(objective, max_iter)
+    before = objective(1.0)[0] if at_one is None else at_one
     temperature = None if s is None else math.exp(s)
     return TemperatureFit(
         status="failed" if s is None else "fitted",
