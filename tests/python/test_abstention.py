@@ -120,6 +120,18 @@ def test_accepted_and_abstained_ids_partition_every_row_and_abstained_rows_keep_
     assert len(result.rows()) == 6
 
 
+def test_the_result_refuses_what_it_cannot_answer():
+    result = select_threshold(P, Y, risk_ceiling=0.4, **SPLITS).require().apply(P)
+    with pytest.raises(ConfigError, match="applied without labels"):
+        result.predicted_labels()
+    with pytest.raises(ConfigError, match=r"^which="):
+        result.rows(which="rejected")
+    with pytest.raises(DataError, match="6 class indices"):
+        result.report(Y[:3])
+    with pytest.raises(ConfigError, match=r"^k="):
+        most_confident_mistakes(P, Y, k=-1)
+
+
 def test_a_prediction_result_carries_its_labels_and_ids():
     spec = ProbabilitySpec("categorical", labels=("cat", "dog"))
     logits = torch.log(torch.tensor(P, dtype=torch.float64))

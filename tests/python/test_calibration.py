@@ -361,6 +361,17 @@ def test_calibration_metrics_on_a_hand_computed_example():
     assert len(diagram.edges) == 16
 
 
+def test_bins_are_checked():
+    prediction, y = _tempered(2.0, n=500)
+    calibrator = fit_temperature(prediction, y, **IDS).require()
+    for bad in (0, 2.5, True, 20_000):
+        with pytest.raises(ConfigError, match=r"^bins="):
+            reliability_diagram(prediction, y, bins=bad)
+        with pytest.raises(ConfigError, match=r"^bins="):
+            calibrator.report(prediction, y, model_id="m1", split_id="test", bins=bad)
+    assert len(reliability_diagram(prediction, y, bins=4).counts) == 4
+
+
 def test_the_fit_of_100k_by_100_logits_is_exact_enough():
     """The benchmark's size, checked for the answer (its time is benchmarks/calibration.py)."""
     prediction, y = _tempered(1.7, n=100_000, k=100, seed=11, scale=1.0)

@@ -217,23 +217,37 @@ def test_a_prediction_result_and_a_class_axis_from_the_spec():
 # -- the device contract -----------------------------------------------------------------------
 @contextlib.contextmanager
 def _no_host_sync():
-    """Every way a tensor reaches the host raises inside the block."""
+    """Every way a tensor reaches the host raises inside the block: the read-backs, and
+    the ops whose output size depends on the data (a sync on CUDA, silent on the CPU)."""
     names = ("item", "tolist", "cpu", "numpy", "__bool__", "__float__", "__int__", "__index__")
-    saved = {n: getattr(torch.Tensor, n) for n in names}
+    saved = {n: getattr(torch.Tensor, n) for n in (*names, "__getitem__", "nonzero")}
+    saved_fns = {n: getattr(torch, n) for n in ("bincount", "nonzero", "masked_select", "unique")}
+    getitem = torch.Tensor.__getitem__
 
     def refuse(name):
-        def fn(self, *a, **k):
-            raise AssertionError(f"host sync: Tensor.{name}")
+        def fn(*a, **k):
+            raise AssertionError(f"host sync: {name}")
 
         return fn
 
+    def checked_getitem(self, index):
+        parts = index if isinstance(index, tuple) else (index,)
+        if any(isinstance(p, torch.Tensor) and p.dtype == torch.bool for p in parts):
+            raise AssertionError("host sync: boolean-mask indexing")
+        return getitem(self, index)
+
     try:
-        for n in names:
-            setattr(torch.Tensor, n, refuse(n))
+        for n in (*names, "nonzero"):
+            setattr(torch.Tensor, n, refuse(f"Tensor.{n}"))
+        torch.Tensor.__getitem__ = checked_getitem
+        for n in saved_fns:
+            setattr(torch, n, refuse(f"torch.{n}"))
         yield
     finally:
         for n, fn in saved.items():
             setattr(torch.Tensor, n, fn)
+        for n, fn in saved_fns.items():
+            setattr(torch, n, fn)
 
 
 @pytest.mark.parametrize(
@@ -264,9 +278,20 @@ def test_update_and_merge_never_read_back_to_the_host(kind, names):
     assert merged.finalize().valid == 6 * y.numel()
 
 
-def test_the_sync_guard_itself_catches_a_read_back():
+@pytest.mark.parametrize(
+    "read_back",
+    [
+        lambda t: t.sum().item(),
+        lambda t: t[t > 0],
+        lambda t: torch.bincount(t.long()),
+        lambda t: bool(t.any()),
+        lambda t: t.nonzero(),
+    ],
+)
+def test_the_sync_guard_itself_catches_a_read_back(read_back):
     with _no_host_sync(), pytest.raises(AssertionError, match="host sync"):
-        torch.ones(2).sum().item()
+        read_back(torch.ones(2))
+    assert torch.ones(2)[torch.tensor([True, False])].tolist() == [1.0]  # restored after
 
 
 # -- merge -------------------------------------------------------------------------------------
