@@ -129,6 +129,15 @@ class TemperatureCalibrator:
             raise ConfigError(
                 "TemperatureCalibrator.temperature", t, "a temperature is a finite number > 0"
             )
+        least = 2 if self.kind == "categorical" else 1
+        if self.n_outputs < least or (
+            self.labels is not None and len(self.labels) != self.n_outputs
+        ):
+            raise ConfigError(
+                "TemperatureCalibrator.n_outputs",
+                self.n_outputs,
+                f"the class axis has one entry per label ({self.labels}), at least {least}",
+            )
 
     @classmethod
     def from_fit(cls, fit: TemperatureFit) -> TemperatureCalibrator:
@@ -215,6 +224,11 @@ class TemperatureCalibrator:
             )
         try:
             spec = ProbabilitySpec.from_state(data["spec"])
+        except KeyError:
+            raise _file_error(path, "spec", "missing") from None
+        except ValueError as exc:
+            raise _file_error(path, "spec", str(exc)) from None
+        try:
             splits, fit = data["splits"], data["fit"]
             fields = {
                 "temperature": data["temperature"],
@@ -230,8 +244,8 @@ class TemperatureCalibrator:
             }
         except KeyError as exc:
             raise _file_error(path, str(exc.args[0]), "missing") from None
-        except (TypeError, ValueError) as exc:
-            raise _file_error(path, "spec", str(exc)) from None
+        except TypeError as exc:
+            raise _file_error(path, "content", str(exc)) from None
         for key in ("model_id", "split_id"):
             if not isinstance(fields[key], str) or not fields[key]:
                 raise _file_error(path, key, fields[key])
@@ -253,7 +267,7 @@ class TemperatureCalibrator:
                 **fields,
             )
         except ConfigError as exc:
-            raise _file_error(path, "temperature", fields["temperature"]) from exc
+            raise _file_error(path, exc.field.split(".")[-1], exc.value) from exc
 
     # -- applying -----------------------------------------------------------------------------
     def _checked(self, prediction: Any, model_id: Any, override: Any) -> tuple[Any, tuple]:

@@ -280,6 +280,9 @@ def test_a_failed_write_leaves_the_previous_file(tmp_path, monkeypatch):
         (lambda d: d["spec"].update(kind="poisson"), "spec"),
         (lambda d: d["fit"].update(rows="many"), "rows"),
         (lambda d: d.update(n_outputs=None), "n_outputs"),
+        (lambda d: d.update(n_outputs=4), "n_outputs"),
+        (lambda d: d.update(splits=["calibration"]), "content"),
+        (lambda d: d.pop("spec"), "spec"),
     ],
 )
 def test_a_tampered_file_is_refused(tmp_path, tamper, match):
