@@ -334,7 +334,9 @@ def data_identity(train_loader: Any, val_loader: Any, data_id: str | None) -> di
 
 def check_inputs(X: Any) -> None:
     """Refuse what ``iter_inputs`` cannot read, before anything is iterated."""
-    if isinstance(X, np.ndarray | torch.Tensor | Iterable):
+    if isinstance(X, np.ndarray | torch.Tensor) or (
+        isinstance(X, Iterable) and not isinstance(X, str | bytes)  # a str would recurse
+    ):
         return
     raise DataError(
         "X",

@@ -421,6 +421,7 @@ class NNModel:
     def _logits(self, X: Any, surface: str) -> torch.Tensor:
         """Float32 logits of every row, on the host: the one inference path of
         ``predict`` and ``predict_proba``."""
+        check_inputs(X)
         outs = []
         with inference(self.net, self.precision, surface):
             for xb in iter_inputs(X):

@@ -133,8 +133,11 @@ def test_iter_predict_refuses_bad_requests_before_streaming():
         model.iter_predict(loader, rich="yes")
     with pytest.raises(ConfigError, match="applies to rich=True"):
         model.iter_predict(loader, spec=SPEC)
-    with pytest.raises(DataError, match="not a supported input"):
-        model.iter_predict(42)
+    for bad in (42, "features.csv"):
+        with pytest.raises(DataError, match="not a supported input"):
+            model.iter_predict(bad)
+        with pytest.raises(DataError, match="not a supported input"):
+            model.predict(bad)
     with pytest.raises(PredictionValidationError, match="2 labels"):
         model.iter_predict(
             loader, rich=True, spec=ProbabilitySpec("categorical", labels=("a", "b"))
