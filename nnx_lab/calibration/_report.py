@@ -3,6 +3,7 @@ data (what a report prints and an explorer draws)."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +38,19 @@ class ReliabilityDiagram:
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def _check_temperature(temperature: Any, prediction: Any) -> float:
+    ok = isinstance(temperature, int | float) and not isinstance(temperature, bool)
+    if not ok or not math.isfinite(temperature) or temperature <= 0:
+        raise ConfigError("temperature", temperature, "pass a finite temperature > 0")
+    if temperature != 1 and hasattr(prediction, "calibrated_logits"):
+        raise ConfigError(
+            "temperature",
+            temperature,
+            "a CalibratedPrediction has its temperature; pass the raw prediction to try another",
+        )
+    return float(temperature)
 
 
 def _check_bins(bins: Any) -> int:
@@ -84,26 +98,39 @@ def _source(prediction: Any, calibrated: bool) -> tuple[PredictionResult, torch.
 
 
 def reliability_diagram(
-    prediction: Any, y: Any, *, bins: int = 15, calibrated: bool = True
+    prediction: Any,
+    y: Any,
+    *,
+    bins: int = 15,
+    calibrated: bool = True,
+    temperature: float = 1.0,
 ) -> ReliabilityDiagram:
-    """The reliability bins of a prediction (a ``CalibratedPrediction``'s calibrated
-    probabilities unless ``calibrated=False``)."""
+    """The reliability bins of a prediction: a ``CalibratedPrediction``'s calibrated
+    probabilities unless ``calibrated=False``, or a raw prediction's logits divided by
+    ``temperature`` (what a temperature slider shows)."""
     bins = _check_bins(bins)
+    temperature = _check_temperature(temperature, prediction)
     raw, logits = _source(prediction, calibrated)
     prediction_rows(raw, y)  # the targets' checks, with their messages
     assert raw.spec is not None
-    return _measure(raw.spec, logits, y, bins)[1]
+    return _measure(raw.spec, logits / temperature, y, bins)[1]
 
 
 def calibration_metrics(
-    prediction: Any, y: Any, *, bins: int = 15, calibrated: bool = True
+    prediction: Any,
+    y: Any,
+    *,
+    bins: int = 15,
+    calibrated: bool = True,
+    temperature: float = 1.0,
 ) -> dict[str, float | None]:
     """``{"nll", "brier", "ece"}`` of a prediction (as ``reliability_diagram``)."""
     bins = _check_bins(bins)
+    temperature = _check_temperature(temperature, prediction)
     raw, logits = _source(prediction, calibrated)
     prediction_rows(raw, y)
     assert raw.spec is not None
-    return _measure(raw.spec, logits, y, bins)[0]
+    return _measure(raw.spec, logits / temperature, y, bins)[0]
 
 
 @dataclass(frozen=True)

@@ -364,6 +364,22 @@ def test_calibration_metrics_on_a_hand_computed_example():
     assert len(diagram.edges) == 16
 
 
+def test_metrics_at_any_temperature_match_the_calibrators():
+    """What a temperature slider reads: the same figures as transforming at that T."""
+    prediction, y = _tempered(2.0, n=3000)
+    calibrator = fit_temperature(prediction, y, **IDS).require()
+    at_fit = calibration_metrics(prediction, y, temperature=calibrator.temperature)
+    transformed = calibration_metrics(calibrator.transform(prediction, model_id="m1"), y)
+    assert at_fit == pytest.approx(transformed, rel=1e-6)
+    assert calibration_metrics(prediction, y, temperature=1.0) == calibration_metrics(prediction, y)
+    hotter = reliability_diagram(prediction, y, temperature=5.0)
+    assert max(c for c in hotter.confidence if c is not None) < 0.9  # softer
+    with pytest.raises(ConfigError, match=r"^temperature="):
+        calibration_metrics(prediction, y, temperature=0)
+    with pytest.raises(ConfigError, match="has its temperature"):
+        calibration_metrics(calibrator.transform(prediction, model_id="m1"), y, temperature=2.0)
+
+
 def test_bins_are_checked():
     prediction, y = _tempered(2.0, n=500)
     calibrator = fit_temperature(prediction, y, **IDS).require()
