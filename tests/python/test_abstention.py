@@ -267,6 +267,20 @@ def test_the_guaranteed_threshold_reports_its_bound_and_is_more_cautious():
     assert "not guaranteed" in empirical.require().note
 
 
+def test_with_no_validation_errors_the_guaranteed_threshold_keeps_nearly_everything():
+    """Bisection moves to more coverage while the bound passes; the choice is the tested
+    threshold with the most coverage, not the first that passed."""
+    rng = np.random.default_rng(2)
+    s = rng.uniform(0.5, 1.0, 1000)
+    p = np.stack([s, 1 - s], 1)
+    selection = select_threshold(
+        p, np.zeros(1000, dtype=int), risk_ceiling=0.1, split_id="v", guarantee=0.95
+    )
+    assert selection.accepted == 999  # tested: 500, 250, ..., 2, 1 rows from the top
+    delta = 0.05 / selection.tests
+    assert selection.risk_bound == pytest.approx(1 - delta ** (1 / 999))
+
+
 def test_the_guarantee_holds_on_new_data_where_the_validation_threshold_does_not():
     """Over many validation draws, the true risk of the guaranteed threshold exceeds the
     ceiling in at most 1 - guarantee of them; the validation-only threshold, about half."""

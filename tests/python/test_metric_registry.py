@@ -65,6 +65,29 @@ def test_label_metrics_on_a_hand_computed_confusion_matrix():
         assert v[micro] == pytest.approx(4 / 6)  # single-label: micro = accuracy
 
 
+def test_weighted_f1_weights_each_class_by_its_targets():
+    # truth 0 0 0 1 ; predicted 0 0 1 1: class 0 f1 = 2*1*(2/3)/(5/3) = 0.8, class 1 = 2/3
+    m = _metrics(["f1", "f1_weighted"])
+    m.update(torch.tensor([0, 0, 0, 1]), logits=_one_hot_logits([0, 0, 1, 1], 2))
+    v = m.finalize().values
+    assert v["f1_weighted"] == pytest.approx((3 * 0.8 + 1 * 2 / 3) / 4)
+    assert v["f1"] == pytest.approx((0.8 + 2 / 3) / 2)
+
+
+def test_bernoulli_nll_and_brier_by_hand():
+    logits = torch.tensor([[2.0, -1.0], [0.5, 3.0]], dtype=torch.float64)
+    y = torch.tensor([[1.0, 1.0], [0.0, float("nan")]])  # the NaN element is left out
+    m = _metrics(["nll", "brier"], "bernoulli")
+    m.update(y, logits=logits)
+    p = torch.sigmoid(logits)
+    nll = (-math.log(p[0, 0]) - math.log(p[0, 1]) - math.log(1 - p[1, 0])) / 3
+    brier = ((1 - p[0, 0]) ** 2 + (1 - p[0, 1]) ** 2 + p[1, 0] ** 2) / 3
+    result = m.finalize()
+    assert result.values["nll"] == pytest.approx(nll)
+    assert result.values["brier"] == pytest.approx(float(brier))
+    assert result.valid == 3
+
+
 def test_macro_averages_skip_classes_absent_from_targets_and_predictions():
     y = torch.tensor([0, 0, 1])
     m = _metrics(["precision", "recall", "f1"])
@@ -95,17 +118,18 @@ def test_nll_from_logits_is_exact_where_float32_probabilities_saturate():
 
 
 def test_ece_on_a_hand_computed_example():
-    # confidences .95 (right), .95 (wrong) in bin 15; .55 right, wrong, wrong in bin 9
-    p1 = torch.tensor([0.95, 0.95, 0.55, 0.55, 0.55], dtype=torch.float64)
+    # bin 15: .95 right, .95 wrong (over-confident); bin 9: .55 right, wrong, wrong
+    # (over-confident); bin 10: .65 right, right (under-confident)
+    p1 = torch.tensor([0.95, 0.95, 0.55, 0.55, 0.55, 0.65, 0.65], dtype=torch.float64)
     probs = torch.stack([1 - p1, p1], 1)
-    y = torch.tensor([1, 0, 1, 0, 0])
+    y = torch.tensor([1, 0, 1, 0, 0, 1, 1])
     m = _metrics(["ece"])
     m.update(y, probabilities=probs)
-    expected = (2 / 5) * abs(0.5 - 0.95) + (3 / 5) * abs(1 / 3 - 0.55)
+    expected = (2 / 7) * abs(0.5 - 0.95) + (3 / 7) * abs(1 / 3 - 0.55) + (2 / 7) * abs(1.0 - 0.65)
     assert m.finalize().values["ece"] == pytest.approx(expected)
     coarse = StreamingMetrics([MetricSpec("ece", bins=2)], "categorical")
-    coarse.update(y, probabilities=probs)  # one bin (0.5, 1]: accuracy 2/5, confidence .71
-    assert coarse.finalize().values["ece(bins=2)"] == pytest.approx(abs(2 / 5 - 0.71))
+    coarse.update(y, probabilities=probs)  # one bin (0.5, 1]: accuracy 4/7, confidence 4.85/7
+    assert coarse.finalize().values["ece(bins=2)"] == pytest.approx(abs(4 / 7 - 4.85 / 7))
 
 
 def test_a_confidence_on_a_bin_edge_falls_in_the_lower_bin():
