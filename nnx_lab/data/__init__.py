@@ -1,4 +1,5 @@
-"""Data: tabular datasets, split manifests and train-only preprocessing.
+"""Data: tabular datasets, split manifests, train-only preprocessing, and the one
+metric registry (``MetricSpec``, ``StreamingMetrics``) shared by the engine and the tools.
 
 ``nnx_lab.data_splits`` and ``nnx_lab.preprocessing`` are the NNx module names for the
 split manifests and the standardizer; ``NNTabularDataset`` is exported from ``nnx_lab``.
@@ -7,13 +8,40 @@ split manifests and the standardizer; ``NNTabularDataset`` is exported from ``nn
 from ._splits import SplitError, SplitManifest, plan_split
 from ._standardizer import Standardizer, StandardizerError
 from ._tabular import NNTabularDataset, resolve_batch_sizes
+from .metrics import (
+    DIRECTIONS,
+    INPUTS,
+    KINDS,
+    MetricBatch,
+    MetricDef,
+    MetricSpec,
+    Statistic,
+    metric_info,
+    metric_names,
+    register_metric,
+    register_statistic,
+)
+from .streaming import MetricsResult, StreamingMetrics
 
 __all__ = [
+    "DIRECTIONS",
+    "INPUTS",
+    "KINDS",
+    "MetricBatch",
+    "MetricDef",
+    "MetricSpec",
+    "MetricsResult",
     "NNTabularDataset",
     "SplitError",
     "SplitManifest",
     "Standardizer",
     "StandardizerError",
+    "Statistic",
+    "StreamingMetrics",
+    "metric_info",
+    "metric_names",
     "plan_split",
+    "register_metric",
+    "register_statistic",
     "resolve_batch_sizes",
 ]

@@ -17,6 +17,7 @@ import torch
 from torch.utils.data import (
     BatchSampler,
     DataLoader,
+    IterableDataset,
     RandomSampler,
     SequentialSampler,
     Subset,
@@ -33,11 +34,13 @@ from .training_state import preserved_rng
 __all__ = [
     "batch_problem",
     "check_batch",
+    "check_inputs",
     "check_loader",
     "data_identity",
     "first_batch",
     "first_targets",
     "iter_inputs",
+    "shuffles",
     "tensor_digest",
 ]
 
@@ -332,6 +335,19 @@ def data_identity(train_loader: Any, val_loader: Any, data_id: str | None) -> di
     return identity
 
 
+def check_inputs(X: Any) -> None:
+    """Refuse what ``iter_inputs`` cannot read, before anything is iterated."""
+    if isinstance(X, np.ndarray | torch.Tensor) or (
+        isinstance(X, Iterable) and not isinstance(X, str | bytes)  # a str would recurse
+    ):
+        return
+    raise DataError(
+        "X",
+        f"a {type(X).__name__} is not a supported input",
+        "pass a tensor, a NumPy array, an (X, y) tuple or a loader of batches",
+    )
+
+
 def iter_inputs(X: Any, batch_size: int = 4096) -> Iterator[torch.Tensor]:
     """Feature batches from a tensor, an array, an ``(X, y)`` tuple, or a loader."""
     if isinstance(X, np.ndarray):
@@ -355,3 +371,15 @@ def iter_inputs(X: Any, batch_size: int = 4096) -> Iterator[torch.Tensor]:
         f"a {type(X).__name__} is not a supported input",
         "pass a tensor, a NumPy array, an (X, y) tuple or a loader of batches",
     )
+
+
+def shuffles(X: Any) -> bool:
+    """Whether ``X`` is a DataLoader whose order is not its dataset's: a sampler (or
+    batch sampler) other than the sequential one. Its rows' positions are then not
+    dataset indices."""
+    if not isinstance(X, DataLoader) or isinstance(X.dataset, IterableDataset):
+        return False  # an iterable dataset has an order of its own, and no indices
+    batch_sampler = X.batch_sampler
+    if batch_sampler is not None and type(batch_sampler) is not BatchSampler:
+        return True
+    return type(X.sampler) is not SequentialSampler

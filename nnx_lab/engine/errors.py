@@ -6,6 +6,7 @@ __all__ = [
     "ConfigError",
     "DataError",
     "PrecisionUnsupportedError",
+    "PredictionValidationError",
     "ResumeError",
     "RunDirectoryError",
     "TrainingStateError",
@@ -22,6 +23,16 @@ class ConfigError(ValueError):
 
 class DataError(ValueError):
     """The training or validation data was refused. Raised before the run is reserved."""
+
+    def __init__(self, field: str, problem: str, fix: str) -> None:
+        self.field, self.problem, self.fix = field, problem, fix
+        super().__init__(f"{field}: {problem}; {fix}")
+
+
+class PredictionValidationError(ValueError):
+    """Logits, a ``ProbabilitySpec`` or a prediction's use was refused (§2.13): a label
+    count that does not match the class axis, an invalid axis, non-finite logits, or
+    class indices asked of 0/1 indicators."""
 
     def __init__(self, field: str, problem: str, fix: str) -> None:
         self.field, self.problem, self.fix = field, problem, fix

@@ -265,11 +265,15 @@ class TrainingLoop:
         n_epochs: int | None = None,
         planned_epochs: int | None = None,
         diagnose: Callable[[Any, str, str], Exception | None] | None = None,
+        evaluator: Callable[..., EDP] | None = None,
     ) -> None:
         """``diagnose(batch, field, where)`` explains, after a step failed, why a batch
         cannot train this model (a DataError naming it), or returns None. With a
         ``DistributedTrainStep`` the loop is one rank of a data-parallel run: records and
-        validation are the union's, and the ranks stop together."""
+        validation are the union's, and the ranks stop together.
+
+        ``evaluator(net, loader, loss, task, *, device, precision) -> EDP`` is the
+        validation pass (NNx's ``eval_step_fn``); default: ``evaluate``."""
         self.train_step = step
         self.params = params
         self.optimizer = step.updater.optimizer
@@ -278,6 +282,7 @@ class TrainingLoop:
         self.bus, self.control, self.info = bus, control, info
         self.stateful = list(stateful)
         self.diagnose = diagnose
+        self.evaluator = evaluate if evaluator is None else evaluator
         self.n_epochs = params.n_epochs if n_epochs is None else n_epochs
         self.planned_epochs = self.n_epochs if planned_epochs is None else planned_epochs
         self.topology = optimizer_topology([g["params"] for g in self.optimizer.param_groups])
@@ -564,18 +569,25 @@ class TrainingLoop:
         val = None
         if self.params.val_loader is not None:
             try:
-                val = evaluate(
+                val = self.evaluator(
                     step.net,
                     self.params.val_loader,
                     step.loss,
                     step.task,
                     device=step.device,
                     precision=step.precision,
-                    reduce=self.reduce,
+                    # a data-parallel run sums the shards' statistics across the ranks
+                    **({} if self.reduce is None else {"reduce": self.reduce}),
                 )
             except Exception as exc:
                 self._explain_validation(exc, epoch)
                 raise
+            if not isinstance(val, EDP):
+                name = getattr(self.evaluator, "__qualname__", type(self.evaluator).__name__)
+                raise TypeError(
+                    f"eval_step_fn {name} returned {type(val).__name__}; it must return an "
+                    "EDP (nnx_lab.EDP(loss=..., error=..., samples=...))"
+                )
         signal, source = selection_signal(val, self._last_record)
         if self.scheduler is not None and signal is not None:
             self.scheduler.step(signal)

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import inspect
 import time
-from collections.abc import Iterator, Sequence
+import warnings
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 
 from ..runs import FORMAT_VERSION, resolve_runs_root, writer_identity
@@ -20,17 +23,19 @@ from .checkpoint import NNCheckpoint
 from .collective import Collective, DistributedTrainStep
 from .data import (
     batch_problem,
+    check_inputs,
     check_loader,
     data_identity,
     first_targets,
     iter_inputs,
+    shuffles,
     tensor_digest,
 )
 from .enums import Devices, RunStatus
-from .errors import ConfigError
+from .errors import ConfigError, PredictionValidationError
 from .evaluate import evaluate, inference
 from .events import TrainingControl
-from .fingerprint import code_record
+from .fingerprint import callable_identity, code_record
 from .handlers import (
     CheckpointPolicy,
     JsonlLogger,
@@ -46,10 +51,12 @@ from .nets import build_net
 from .optim import build_optimizer, build_scheduler, trainable_groups
 from .params import CustomLossRef, NNModelParams, NNParams, NNTrainParams
 from .precision import PrecisionPolicy, ResolvedPrecision, resolve_precision
+from .probabilities import PredictionResult, ProbabilitySpec, prediction_from_logits
 from .reservation import existing_run_error, inspect_existing, reserve_run_dir
 from .resume import plan_resume
 from .runs import NNRun, environment_metadata, run_id_for, write_metadata
 from .sinks import EventBus, check_callback
+from .streaming import PredictionStream, plain_batch, rich_batch
 from .tasks import Task, task_for
 from .training_state import is_stateful, seed_everything
 from .update import Updater
@@ -123,6 +130,35 @@ def _agreed(distributed: Any, what: str) -> Iterator[None]:
         raise error
     if message is not None:
         raise RuntimeError(f"another rank could not {what}: {message}")
+
+
+def _check_eval_step(fn: Any) -> None:
+    """Refuse an ``eval_step_fn`` that cannot be called as the loop calls it."""
+    fix = (
+        "pass a function fn(net, loader, loss, task, *, device, precision) -> EDP, e.g. "
+        "nnx_lab.streaming_eval_step"
+    )
+    if not callable(fn):
+        raise ConfigError("eval_step_fn", fn, fix)
+    try:
+        inspect.signature(fn).bind(None, None, None, None, device=None, precision=None)
+    except TypeError as exc:
+        raise ConfigError(
+            "eval_step_fn", fn, f"its signature does not fit ({exc}); {fix}"
+        ) from None
+    except ValueError:  # a builtin with no signature: let the call decide
+        pass
+
+
+def _warn_positions(X: Any, stacklevel: int) -> None:
+    if shuffles(X):
+        warnings.warn(
+            "this loader shuffles (or samples), so sample_ids are positions in this "
+            "iteration's order, not dataset indices; predict from a loader with "
+            "shuffle=False to get dataset indices",
+            UserWarning,
+            stacklevel=stacklevel + 1,
+        )
 
 
 def _refuse_loss_ref(loss: Any) -> None:
@@ -236,6 +272,7 @@ class NNModel:
         *,
         distributed: Any = None,
         provenance: Any = None,
+        eval_step_fn: Callable[..., EDP] | None = None,
     ) -> NNRun:
         """Train and record a run; every check runs before the run directory exists.
 
@@ -244,9 +281,11 @@ class NNModel:
         with checkpoints; ``control`` lets another thread stop the run between steps;
         ``provenance`` is an ``ExperimentManifest`` (§2.15), written into the run
         directory with this attempt (``run.provenance``); it never changes the run id.
-        ``distributed=nnx_lab.distributed.DDP()`` makes this process one rank of a
-        data-parallel run (docs/distributed.md): rank 0 writes the run, every rank
-        returns the same ``NNRun``.
+        ``eval_step_fn(net, loader, loss, task, *, device, precision) -> EDP`` replaces
+        ``evaluate()`` for the per-epoch validation pass (e.g. ``streaming_eval_step``);
+        it enters the run id by its code. ``distributed=nnx_lab.distributed.DDP()`` makes
+        this process one rank of a data-parallel run (docs/distributed.md): rank 0 writes
+        the run, every rank returns the same ``NNRun``.
 
         The run trains, and records, what this model was built with: if ``net_params``
         or ``params`` were reassigned since, a drift banner says so first.
@@ -255,6 +294,8 @@ class NNModel:
             raise ConfigError("params", params, "pass an NNTrainParams(...)")
         if distributed is not None:
             _check_distributed(distributed, params)
+        if eval_step_fn is not None:
+            _check_eval_step(eval_step_fn)
         callbacks, components = list(callbacks), list(components)
         for cb in callbacks:
             check_callback(cb)
@@ -280,7 +321,7 @@ class NNModel:
             check_loader(params.val_loader, "NNTrainParams.val_loader", net_params, task)
         root = resolve_runs_root(params.runs_root)
         resume = plan_resume(self, params, precision, root)
-        config = self.run_config(params, distributed)
+        config = self.run_config(params, distributed, eval_step_fn)
         if provenance is not None:
             check_manifest(provenance, config)
         run_id = run_id_for(config)
@@ -315,6 +356,7 @@ class NNModel:
                 components,
                 control or TrainingControl(),
                 distributed,
+                eval_step_fn,
             )
         except BaseException as exc:  # never leave a run "running" behind
             if writer:
@@ -347,7 +389,9 @@ class NNModel:
         self.last_run = run
         return run
 
-    def run_config(self, params: NNTrainParams, distributed: Any = None) -> dict[str, Any]:
+    def run_config(
+        self, params: NNTrainParams, distributed: Any = None, eval_step_fn: Any = None
+    ) -> dict[str, Any]:
         """The ``run.yaml`` a ``train(params)`` would write; its MD5 is the run id.
 
         Reads no batch (the data's identity hashes tensors without iterating a loader).
@@ -365,6 +409,8 @@ class NNModel:
         if distributed is not None and self._built_net_params.dropout_prob > 0:
             # Each rank draws its own dropout masks: the result depends on the world size.
             config["distributed"] = {"world_size": distributed.world_size}
+        if eval_step_fn is not None:  # absent by default: existing run ids stay as they were
+            config["eval_step"] = callable_identity(eval_step_fn)
         return config
 
     def expected_run_id(self, params: NNTrainParams) -> str:
@@ -383,6 +429,7 @@ class NNModel:
         components: list[Any],
         control: TrainingControl,
         distributed: Any = None,
+        eval_step_fn: Callable[..., EDP] | None = None,
     ) -> TrainingLoop:
         """The loop and its handlers (a non-writing rank gets only the run's history and
         the callbacks), with the resumed state applied."""
@@ -421,6 +468,7 @@ class NNModel:
             diagnose=lambda batch, field, where: batch_problem(
                 batch, field, self._built_net_params, task, where
             ),
+            evaluator=eval_step_fn,
         )
         meta = {
             "run_id": run.id,
@@ -522,21 +570,95 @@ class NNModel:
             self.net, loader, self._loss, task, device=self.device, precision=self.precision
         )
 
+    def _check_features(self, xb: torch.Tensor) -> None:
+        if xb.ndim < 2 or xb.shape[-1] != self.net_params.input_dim:
+            raise ConfigError(
+                "X",
+                f"a batch of shape {tuple(xb.shape)}",
+                f"features must have {self.net_params.input_dim} columns (NNParams.input_dim)",
+            )
+
+    def _logits(self, X: Any, surface: str) -> torch.Tensor:
+        """Float32 logits of every row, on the host: the one inference path of
+        ``predict`` and ``predict_proba``."""
+        check_inputs(X)
+        outs = []
+        with inference(self.net, self.precision, surface):
+            for xb in iter_inputs(X):
+                self._check_features(xb)
+                outs.append(self.net(xb.to(self.device)).float())
+        if not outs:
+            return torch.empty(0, self.net_params.output_dim)
+        return torch.cat(outs).cpu()
+
     def predict(self, X: Any) -> Prediction:
         """Raw float32 logits and decoded classes for a tensor, array, tuple or loader."""
-        outs = []
-        with inference(self.net, self.precision, "predict"):
-            for xb in iter_inputs(X):
-                if xb.ndim < 2 or xb.shape[-1] != self.net_params.input_dim:
-                    raise ConfigError(
-                        "X",
-                        f"a batch of shape {tuple(xb.shape)}",
-                        f"features must have {self.net_params.input_dim} columns "
-                        "(NNParams.input_dim)",
-                    )
-                outs.append(self.net(xb.to(self.device)).float())
-        logits = torch.empty(0, self.net_params.output_dim) if not outs else torch.cat(outs).cpu()
+        logits = self._logits(X, "predict")
         return Prediction(logits=logits, classes=self.task().decode(logits))
+
+    def _probability_spec(self, spec: ProbabilitySpec | None) -> ProbabilitySpec | None:
+        """The spec to apply (None: a declared regression task), refused before any
+        inference when it cannot fit this network's outputs."""
+        if spec is None:
+            declared = getattr(self.params, "task", None)
+            if declared is None:
+                raise PredictionValidationError(
+                    "spec",
+                    "no ProbabilitySpec was passed and the model declares no task",
+                    "pass one, e.g. model.predict_proba(X, ProbabilitySpec(kind='categorical', "
+                    "labels=(...))); the kind is declared, never inferred from the loss",
+                )
+            # Seam for declared tasks (§2.5): a task gives its spec, None for regression.
+            spec = declared.probability_spec()
+            if spec is None:
+                return None
+        if not isinstance(spec, ProbabilitySpec):
+            raise PredictionValidationError(
+                "spec",
+                f"a {type(spec).__name__} is not a ProbabilitySpec",
+                "pass ProbabilitySpec(kind='categorical' | 'bernoulli', class_axis=..., "
+                "labels=...)",
+            )
+        spec.check_shape((0, self.net_params.output_dim))
+        return spec
+
+    def predict_proba(self, X: Any, spec: ProbabilitySpec | None = None) -> PredictionResult:
+        """Logits (exactly ``predict()``'s), probabilities, decoded classes and sample
+        ids, through the same inference path as ``predict`` (§2.13).
+
+        ``sample_ids`` are input row indices for tensors and arrays, and positions in
+        iteration order for a loader (dataset indices only when it does not shuffle: a
+        shuffling loader warns).
+        """
+        spec = self._probability_spec(spec)
+        _warn_positions(X, stacklevel=2)
+        logits = self._logits(X, "predict_proba")
+        if spec is None:
+            ids = np.arange(logits.shape[0], dtype=np.int64)
+            return PredictionResult(logits, None, self.task().decode(logits), None, ids)
+        return prediction_from_logits(logits, spec)
+
+    def iter_predict(
+        self, loader: Any, rich: bool = False, spec: ProbabilitySpec | None = None
+    ) -> PredictionStream:
+        """A context manager streaming one result per loader batch, in order (§2.21).
+
+        ``rich=False`` yields ``PredictionBatch`` (``predict()``'s logits and classes,
+        plus ``sample_ids``); ``rich=True`` yields ``PredictionResult`` as
+        ``predict_proba`` would (``spec``, or the model's declared task). Concatenated,
+        the batches equal ``predict()`` / ``predict_proba()``.
+        """
+        if not isinstance(rich, bool):
+            raise ConfigError("rich", rich, "pass True (PredictionResult) or False")
+        if not rich and spec is not None:
+            raise ConfigError(
+                "spec", spec, "a spec applies to rich=True streams; pass rich=True with it"
+            )
+        check_inputs(loader)  # refused now, not at the first batch
+        task = self.task()
+        make = rich_batch(self._probability_spec(spec), task) if rich else plain_batch(task)
+        _warn_positions(loader, stacklevel=2)
+        return PredictionStream(self, loader, make, "predict_proba" if rich else "predict")
 
     # -- reloading -------------------------------------------------------------------------
     @classmethod

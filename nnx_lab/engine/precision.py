@@ -39,9 +39,9 @@ REFERENCE_TOLERANCES: dict[tuple[str, str], dict[str, float]] = {
 # Cells checked by the reference fixtures on the machines that run the test suite.
 _VERIFIED = {("cpu", "fp32"), ("cpu", "bf16")}
 
-# The NNModel surfaces that apply a policy. (NNx's predict_proba() joins this list when
-# nnx_lab grows one.) The LR finder sweeps under the model's policy too.
-SURFACES = ("train", "evaluate", "predict", "lr_finder")
+# The NNModel surfaces that apply a policy (iter_predict streams under "predict", or
+# "predict_proba" when rich). The LR finder sweeps under the model's policy too.
+SURFACES = ("train", "evaluate", "predict", "predict_proba", "lr_finder")
 
 _NO_AUTOCAST = contextlib.nullcontext()
 

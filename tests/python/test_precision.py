@@ -140,7 +140,7 @@ def test_the_record_holds_requested_effective_tf32_and_coverage(tmp_path):
     record = run.precision.record()
     assert record["requested"] == record["effective"] == "bf16"
     assert record["fallback_reason"] is None
-    assert record["covers"] == ["train", "evaluate", "predict", "lr_finder"]
+    assert record["covers"] == ["train", "evaluate", "predict", "predict_proba", "lr_finder"]
     assert record["not_covered"] == []
     tf32 = record["tf32"]
     assert tf32["set_by_nnx_lab"] is False
@@ -223,7 +223,7 @@ def test_legacy_mixed_precision_keeps_its_meaning(tmp_path):
     assert (record["requested"], record["effective"]) == ("fp16", "fp32")
     assert "legacy" in record["fallback_reason"]
     assert record["covers"] == ["train"]
-    assert record["not_covered"] == ["evaluate", "predict", "lr_finder"]
+    assert record["not_covered"] == ["evaluate", "predict", "predict_proba", "lr_finder"]
     assert NNRun.load(run.id, runs_root=tmp_path).precision.legacy_mixed_precision is True
     spy = _DtypeSpy(model.net.layers[0])
     assert model.predict(torch.randn(4, 8)).logits.dtype == torch.float32
@@ -236,7 +236,13 @@ def test_legacy_mixed_precision_refuses_another_policy():
             NNModelParams(mixed_precision=True, precision=PrecisionPolicy(mode))
     both = NNModelParams(mixed_precision=True, precision=PrecisionPolicy("fp16", "fp32"))
     resolved = engine_precision.resolve_precision(both.precision, True, "cpu")
-    assert resolved.covers() == ["train", "evaluate", "predict", "lr_finder"]  # the policy governs
+    assert resolved.covers() == [
+        "train",
+        "evaluate",
+        "predict",
+        "predict_proba",
+        "lr_finder",
+    ]  # the explicit policy governs
     assert resolved.effective == "fp32"
 
 

@@ -28,6 +28,7 @@ EXPECTED = {
     "FitResult",
     "IDP",
     "LRFinderResult",
+    "MetricSpec",
     "Losses",
     "NNCheckpoint",
     "NNModel",
@@ -43,8 +44,13 @@ EXPECTED = {
     "PrecisionPolicy",
     "PrecisionUnsupportedError",
     "Prediction",
+    "PredictionBatch",
+    "PredictionResult",
+    "PredictionValidationError",
+    "ProbabilitySpec",
     "ResumeError",
     "RunStatus",
+    "StreamingMetrics",
     "TrainingControl",
     "TrainingMonitor",
     "TrainingState",
@@ -59,6 +65,8 @@ EXPECTED = {
     "precision_support",
     "preprocessing",
     "provenance",
+    "prediction_from_logits",
+    "streaming_eval_step",
 }
 
 
@@ -130,6 +138,10 @@ def test_plans_and_provenance_import_without_torch():
         "nnx_lab.engine.checkpoint",
         "nnx_lab.engine.handlers",
         "nnx_lab.engine.loop",
+        "nnx_lab.engine.streaming",
+        "nnx_lab.data",
+        "nnx_lab.calibration",
+        "nnx_lab.abstention",
     ],
 )
 def test_the_engine_imports_no_jupyter_widget_or_plot_package(module):

@@ -1,0 +1,604 @@
+"""Choosing an abstention threshold on validation, saving it, and applying it (§2.19)."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..engine._io import atomic_write_json
+from ..engine.errors import ConfigError
+from ._bound import guaranteed_threshold
+from ._curve import RiskCoverageCurve, curve_from
+from ._inputs import check_kind, distribution, scores, targets, unique_ids
+
+__all__ = [
+    "AbstentionError",
+    "AbstentionPolicy",
+    "AbstentionReport",
+    "AbstentionResult",
+    "ThresholdSelection",
+    "most_confident_mistakes",
+    "select_threshold",
+]
+
+FORMAT = "nnx_lab.abstention_policy"
+VERSION = 1
+EMPIRICAL_NOTE = (
+    "the risk ceiling was met on the validation split; it is not guaranteed on new data"
+)
+
+
+class AbstentionError(ValueError):
+    """``selection.require()`` when no threshold meets the risk ceiling; ``.reason``."""
+
+    def __init__(self, reason: str, selection: ThresholdSelection) -> None:
+        self.reason, self.selection = reason, selection
+        super().__init__(f"no abstention threshold: {reason}")
+
+
+def _check_ceiling(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
+        raise ConfigError(
+            "risk_ceiling",
+            value,
+            "pass the highest error rate you accept among answered rows, in [0, 1] (e.g. 0.05)",
+        )
+    return float(value)
+
+
+def _check_guarantee(value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < 1:
+        raise ConfigError(
+            "guarantee",
+            value,
+            "pass the confidence level of the risk bound in (0, 1), e.g. 0.95, or None for "
+            "the validation-only threshold",
+        )
+    return float(value)
+
+
+def _check_id(value: Any, name: str, optional: bool) -> str | None:
+    if value is None and optional:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(name, value, "pass a non-empty string")
+    return value
+
+
+@dataclass(frozen=True)
+class ThresholdSelection:
+    """What ``select_threshold`` found on the validation split; ``require()`` gives the
+    policy or raises ``AbstentionError`` with the reason."""
+
+    status: str  # "selected" | "no_threshold"
+    reason: str | None
+    kind: str
+    threshold: float | None
+    risk_ceiling: float
+    coverage: float | None
+    risk: float | None
+    accepted: int
+    errors: int
+    total: int
+    n_classes: int
+    labels: tuple[str | int, ...] | None
+    model_id: str | None
+    split_id: str
+    test_split_id: str | None
+    calibrated: bool
+    temperature: float | None
+    guarantee: float | None
+    risk_bound: float | None
+    tests: int
+    curve: RiskCoverageCurve = field(repr=False)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "selected"
+
+    def require(self) -> AbstentionPolicy:
+        if not self.ok:
+            raise AbstentionError(self.reason or "unknown", self)
+        assert self.threshold is not None
+        return AbstentionPolicy(
+            kind=self.kind,
+            threshold=self.threshold,
+            risk_ceiling=self.risk_ceiling,
+            n_classes=self.n_classes,
+            labels=self.labels,
+            model_id=self.model_id,
+            split_id=self.split_id,
+            test_split_id=self.test_split_id,
+            calibrated=self.calibrated,
+            temperature=self.temperature,
+            validation={
+                "coverage": self.coverage,
+                "risk": self.risk,
+                "accepted": self.accepted,
+                "errors": self.errors,
+                "total": self.total,
+            },
+            guarantee=self.guarantee,
+            risk_bound=self.risk_bound,
+        )
+
+
+def select_threshold(
+    probabilities: Any,
+    y: Any,
+    *,
+    kind: str = "max_probability",
+    risk_ceiling: float,
+    split_id: str,
+    test_split_id: str | None = None,
+    labels: Any = None,
+    model_id: str | None = None,
+    guarantee: float | None = None,
+) -> ThresholdSelection:
+    """The lowest threshold (the most coverage) whose risk on this validation split is at
+    most ``risk_ceiling``.
+
+    A row is accepted when its score (``kind="max_probability"``: its top probability;
+    ``"margin"``: the gap between its top two) is at or above the threshold. With
+    ``guarantee=0.95`` the choice is instead by selection with guaranteed risk: the
+    threshold's one-sided Clopper-Pearson upper bound on the risk, at that confidence
+    level (union-bounded over the thresholds tested), is at most the ceiling, so the
+    risk on new rows from the same distribution exceeds the ceiling with probability
+    at most 1 - guarantee. ``probabilities`` may be an array, a ``PredictionResult`` or a
+    ``CalibratedPrediction`` (the policy then applies to calibrated probabilities).
+    """
+    kind = check_kind(kind)
+    ceiling = _check_ceiling(risk_ceiling)
+    level = _check_guarantee(guarantee)
+    split_id = _check_id(split_id, "split_id", optional=False)  # type: ignore[assignment]
+    test_split_id = _check_id(test_split_id, "test_split_id", optional=True)
+    if test_split_id == split_id:
+        raise ConfigError(
+            "test_split_id",
+            test_split_id,
+            f"it equals split_id={split_id!r}; choose the threshold on a validation split and "
+            "test it on another",
+        )
+    model_id = _check_id(model_id, "model_id", optional=True)
+    dist = distribution(probabilities, labels)
+    p = dist.probabilities
+    t = targets(y, p.shape[0], p.shape[1])
+    curve = curve_from(scores(p, kind), p.argmax(1) != t, kind)
+    risk = curve.risk
+    tests = 0
+    bound: float | None = None
+    if level is None:
+        feasible = np.flatnonzero(risk <= ceiling)
+        chosen = int(feasible[np.argmax(curve.accepted[feasible])]) if feasible.size else None
+        if chosen is None:
+            best = int(np.argmin(risk))
+            reason = (
+                f"no threshold keeps the validation risk at or below {ceiling:g}: the lowest "
+                f"is {risk[best]:.4g} (coverage {curve.coverage[best]:.4g}, threshold "
+                f"{curve.thresholds[best]:.6g}); raise risk_ceiling or improve the model"
+            )
+    else:
+        # candidates from the lowest threshold up, as the guaranteed-risk search orders them
+        up = slice(None, None, -1)
+        index, bound, tests, tested = guaranteed_threshold(
+            curve.accepted[up], curve.errors[up], ceiling, level
+        )
+        chosen = None if index is None else len(curve) - 1 - index
+        if chosen is None:
+            lowest = min(b for _, b in tested)
+            reason = (
+                f"no tested threshold has a {level:g}-confidence risk bound at or below "
+                f"{ceiling:g}: the lowest of the {tests} tested is {lowest:.4g}; raise "
+                "risk_ceiling, lower guarantee, or use more validation rows"
+            )
+    common = {
+        "kind": kind,
+        "risk_ceiling": ceiling,
+        "total": curve.total,
+        "n_classes": int(p.shape[1]),
+        "labels": dist.labels,
+        "model_id": model_id,
+        "split_id": split_id,
+        "test_split_id": test_split_id,
+        "calibrated": dist.calibrated,
+        "temperature": dist.temperature,
+        "guarantee": level,
+        "tests": tests,
+        "curve": curve,
+    }
+    if chosen is None:
+        return ThresholdSelection(
+            status="no_threshold",
+            reason=reason,
+            threshold=None,
+            coverage=None,
+            risk=None,
+            accepted=0,
+            errors=0,
+            risk_bound=None,
+            **common,
+        )
+    return ThresholdSelection(
+        status="selected",
+        reason=None,
+        threshold=float(curve.thresholds[chosen]),
+        coverage=float(curve.coverage[chosen]),
+        risk=float(risk[chosen]),
+        accepted=int(curve.accepted[chosen]),
+        errors=int(curve.errors[chosen]),
+        risk_bound=bound,
+        **common,
+    )
+
+
+@dataclass(frozen=True)
+class AbstentionReport:
+    """Coverage (accepted / total) and risk (wrong / accepted) on labelled rows.
+
+    With nothing accepted the risk is None and the status ``"no_accepted"``, not 0.
+    """
+
+    total: int
+    accepted: int
+    abstained: int
+    errors: int
+    coverage: float
+    risk: float | None
+    status: str  # "ok" | "no_accepted"
+    risk_ceiling: float
+
+    @property
+    def within_ceiling(self) -> bool | None:
+        return None if self.risk is None else self.risk <= self.risk_ceiling
+
+
+@dataclass(frozen=True)
+class AbstentionResult:
+    """Every row, accepted or abstained; abstained rows keep their prediction, their
+    distribution and the reason."""
+
+    sample_ids: np.ndarray
+    accepted: np.ndarray  # bool per row
+    scores: np.ndarray
+    predictions: np.ndarray  # argmax class index per row
+    probabilities: np.ndarray  # (N, C), as applied (calibrated when the policy is)
+    reasons: tuple[str | None, ...]
+    labels: tuple[str | int, ...] | None
+    kind: str
+    threshold: float
+    risk_ceiling: float
+
+    def __len__(self) -> int:
+        return int(self.accepted.shape[0])
+
+    @property
+    def accepted_ids(self) -> np.ndarray:
+        return self.sample_ids[self.accepted]
+
+    @property
+    def abstained_ids(self) -> np.ndarray:
+        return self.sample_ids[~self.accepted]
+
+    def predicted_labels(self) -> np.ndarray:
+        if self.labels is None:
+            raise ConfigError(
+                "labels", None, "the policy was applied without labels; pass labels=(...)"
+            )
+        names = np.empty(len(self.labels), dtype=object)
+        names[:] = list(self.labels)
+        return names[self.predictions]
+
+    def report(self, y: Any) -> AbstentionReport:
+        t = targets(y, len(self), self.probabilities.shape[1])
+        accepted = int(self.accepted.sum())
+        errors = int((self.predictions[self.accepted] != t[self.accepted]).sum())
+        return AbstentionReport(
+            total=len(self),
+            accepted=accepted,
+            abstained=len(self) - accepted,
+            errors=errors,
+            coverage=accepted / len(self),
+            risk=errors / accepted if accepted else None,
+            status="ok" if accepted else "no_accepted",
+            risk_ceiling=self.risk_ceiling,
+        )
+
+    def rows(self, y: Any = None, *, which: str = "all") -> list[dict[str, Any]]:
+        """Plain records (``which``: "all", "accepted" or "abstained"): id, prediction
+        (and its label), score, decision, reason, and the target when ``y`` is given."""
+        if which not in ("all", "accepted", "abstained"):
+            raise ConfigError("which", which, "use 'all', 'accepted' or 'abstained'")
+        t = None if y is None else targets(y, len(self), self.probabilities.shape[1])
+        keep = {
+            "all": np.ones(len(self), dtype=bool),
+            "accepted": self.accepted,
+            "abstained": ~self.accepted,
+        }[which]
+        out = []
+        for i in np.flatnonzero(keep):
+            row: dict[str, Any] = {
+                "sample_id": int(self.sample_ids[i]),
+                "prediction": int(self.predictions[i]),
+                "score": float(self.scores[i]),
+                "accepted": bool(self.accepted[i]),
+                "reason": self.reasons[i],
+            }
+            if self.labels is not None:
+                row["predicted_label"] = self.labels[int(self.predictions[i])]
+            if t is not None:
+                row["target"] = int(t[i])
+                row["correct"] = bool(t[i] == self.predictions[i])
+                if self.labels is not None:
+                    row["target_label"] = self.labels[int(t[i])]
+            out.append(row)
+        return out
+
+
+@dataclass(frozen=True)
+class AbstentionPolicy:
+    """A threshold on a confidence score, with what it was chosen on."""
+
+    kind: str
+    threshold: float
+    risk_ceiling: float
+    n_classes: int
+    labels: tuple[str | int, ...] | None
+    model_id: str | None
+    split_id: str
+    test_split_id: str | None
+    calibrated: bool
+    temperature: float | None
+    validation: dict[str, Any]
+    guarantee: float | None = None
+    risk_bound: float | None = None
+
+    @property
+    def note(self) -> str:
+        if self.guarantee is None:
+            return EMPIRICAL_NOTE
+        return (
+            f"with probability at least {self.guarantee:g}, the risk on new rows from the "
+            f"validation split's distribution is at most {self.risk_bound:.4g} (one-sided "
+            "Clopper-Pearson bound, selection with guaranteed risk)"
+        )
+
+    # -- files --------------------------------------------------------------------------------
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "version": VERSION,
+            "kind": self.kind,
+            "threshold": self.threshold,
+            "risk_ceiling": self.risk_ceiling,
+            "n_classes": self.n_classes,
+            "labels": None if self.labels is None else list(self.labels),
+            "model_id": self.model_id,
+            "splits": {"validation": self.split_id, "test": self.test_split_id},
+            "calibration": {"calibrated": self.calibrated, "temperature": self.temperature},
+            "validation": dict(self.validation),
+            "guarantee": None
+            if self.guarantee is None
+            else {"level": self.guarantee, "risk_bound": self.risk_bound},
+            "note": self.note,
+        }
+
+    def save(self, path: str | Path) -> Path:
+        """Write the policy as JSON, atomically."""
+        path = Path(path)
+        if path.is_dir():
+            raise ConfigError("path", str(path), "name a file, not a folder")
+        if not path.parent.is_dir():
+            raise ConfigError(
+                "path", str(path), f"the folder {path.parent} does not exist; create it first"
+            )
+        atomic_write_json(path, self.to_json())
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> AbstentionPolicy:
+        """Read a saved policy; every field is checked (a tampered file is refused)."""
+        path = Path(path)
+
+        def bad(key: str, value: Any) -> ConfigError:
+            return ConfigError(
+                f"{path}: {key}",
+                value,
+                "this is not a policy nnx_lab saved, or it was altered; select and save again",
+            )
+
+        try:
+            data = json.loads(path.read_text())
+        except FileNotFoundError:
+            raise ConfigError(
+                "path", str(path), "no such file; pass the path save() wrote"
+            ) from None
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise bad("content", f"not JSON ({exc})") from None
+        if not isinstance(data, dict) or data.get("format") != FORMAT:
+            raise bad("format", data.get("format") if isinstance(data, dict) else data)
+        if data.get("version") != VERSION:
+            raise bad("version", data.get("version"))
+        try:
+            kind, threshold = data["kind"], data["threshold"]
+            ceiling, n_classes, labels = data["risk_ceiling"], data["n_classes"], data["labels"]
+            model_id, splits = data["model_id"], data["splits"]
+            calibration, validation = data["calibration"], data["validation"]
+            split_id, test_split_id = splits["validation"], splits["test"]
+            calibrated, temperature = calibration["calibrated"], calibration["temperature"]
+            guarantee = data["guarantee"]
+        except (KeyError, TypeError) as exc:
+            raise bad(str(exc.args[0]) if exc.args else "content", "missing") from None
+        if kind not in ("max_probability", "margin"):
+            raise bad("kind", kind)
+        if (
+            isinstance(threshold, bool)
+            or not isinstance(threshold, int | float)
+            or not math.isfinite(threshold)
+            or not 0 <= threshold <= 1
+        ):
+            raise bad("threshold", threshold)
+        if (
+            isinstance(ceiling, bool)
+            or not isinstance(ceiling, int | float)
+            or not 0 <= ceiling <= 1
+        ):
+            raise bad("risk_ceiling", ceiling)
+        if isinstance(n_classes, bool) or not isinstance(n_classes, int) or n_classes < 2:
+            raise bad("n_classes", n_classes)
+        if labels is not None and (not isinstance(labels, list) or len(labels) != n_classes):
+            raise bad("labels", labels)
+        if not isinstance(calibrated, bool):
+            raise bad("calibration.calibrated", calibrated)
+        if calibrated and (
+            isinstance(temperature, bool)
+            or not isinstance(temperature, int | float)
+            or not temperature > 0
+        ):
+            raise bad("calibration.temperature", temperature)
+        if not isinstance(split_id, str) or not isinstance(validation, dict):
+            raise bad("splits.validation", split_id)
+        level = bound = None
+        if guarantee is not None:
+            if not isinstance(guarantee, dict):
+                raise bad("guarantee", guarantee)
+            level, bound = guarantee.get("level"), guarantee.get("risk_bound")
+            if not isinstance(level, float) or not 0 < level < 1:
+                raise bad("guarantee.level", level)
+        return cls(
+            kind=kind,
+            threshold=float(threshold),
+            risk_ceiling=float(ceiling),
+            n_classes=n_classes,
+            labels=None if labels is None else tuple(labels),
+            model_id=model_id,
+            split_id=split_id,
+            test_split_id=test_split_id,
+            calibrated=calibrated,
+            temperature=None if temperature is None else float(temperature),
+            validation=validation,
+            guarantee=level,
+            risk_bound=bound,
+        )
+
+    # -- applying -----------------------------------------------------------------------------
+    def apply(
+        self,
+        probabilities: Any,
+        *,
+        labels: Any = None,
+        model_id: str | None = None,
+        sample_ids: Any = None,
+    ) -> AbstentionResult:
+        """Accept the rows whose score is at or above the threshold; abstain on the rest.
+
+        Refuses probabilities with another class count or label order, from another model
+        than the one the policy names, or calibrated differently from the probabilities
+        the threshold was chosen on.
+        """
+        dist = distribution(probabilities, labels)
+        p = dist.probabilities
+        if p.shape[1] != self.n_classes:
+            raise ConfigError(
+                "probabilities",
+                f"{p.shape[1]} classes",
+                f"this policy was chosen on {self.n_classes} classes",
+            )
+        if self.labels is not None and dist.labels != self.labels:
+            raise ConfigError(
+                "labels",
+                dist.labels,
+                f"this policy was chosen with labels {self.labels}; pass labels= in that "
+                "order (or a prediction whose spec has them)",
+            )
+        if self.model_id is not None and model_id != self.model_id:
+            raise ConfigError(
+                "model_id",
+                model_id,
+                f"this policy was chosen on model {self.model_id!r}; choose a threshold for "
+                "this model with select_threshold",
+            )
+        if self.calibrated and not dist.calibrated:
+            raise ConfigError(
+                "probabilities",
+                "uncalibrated probabilities",
+                f"this policy was chosen on calibrated probabilities (T = {self.temperature:.6g}"
+                "); pass calibrator.transform(prediction, model_id=...)",
+            )
+        if not self.calibrated and dist.calibrated:
+            raise ConfigError(
+                "probabilities",
+                "a CalibratedPrediction",
+                "this policy was chosen on uncalibrated probabilities; pass the raw "
+                "prediction, or choose a threshold on calibrated validation probabilities",
+            )
+        if dist.calibrated:
+            assert self.temperature is not None
+            assert dist.temperature is not None
+            if not math.isclose(dist.temperature, self.temperature, rel_tol=1e-12):
+                raise ConfigError(
+                    "probabilities",
+                    f"calibrated at T = {dist.temperature:.6g}",
+                    f"this policy was chosen at T = {self.temperature:.6g}; use that calibrator",
+                )
+        ids = unique_ids(sample_ids, dist)
+        score = scores(p, self.kind)
+        accepted = score >= self.threshold
+        reasons = tuple(
+            None if ok else f"{self.kind} {s:.6g} < threshold {self.threshold:.6g}"
+            for ok, s in zip(accepted.tolist(), score.tolist(), strict=True)
+        )
+        return AbstentionResult(
+            sample_ids=ids,
+            accepted=accepted,
+            scores=score,
+            predictions=p.argmax(1),
+            probabilities=p,
+            reasons=reasons,
+            labels=self.labels if self.labels is not None else dist.labels,
+            kind=self.kind,
+            threshold=self.threshold,
+            risk_ceiling=self.risk_ceiling,
+        )
+
+
+def most_confident_mistakes(
+    probabilities: Any,
+    y: Any,
+    *,
+    k: int = 10,
+    kind: str = "max_probability",
+    sample_ids: Any = None,
+    labels: Any = None,
+) -> list[dict[str, Any]]:
+    """The ``k`` wrong predictions with the highest scores, most confident first."""
+    if isinstance(k, bool) or not isinstance(k, int) or k < 0:
+        raise ConfigError("k", k, "pass a number of rows >= 0")
+    kind = check_kind(kind)
+    dist = distribution(probabilities, labels)
+    p = dist.probabilities
+    t = targets(y, p.shape[0], p.shape[1])
+    ids = unique_ids(sample_ids, dist)
+    score, pred = scores(p, kind), p.argmax(1)
+    wrong = np.flatnonzero(pred != t)
+    top = wrong[np.argsort(-score[wrong], kind="stable")[:k]]
+    out = []
+    for i in top:
+        row: dict[str, Any] = {
+            "sample_id": int(ids[i]),
+            "target": int(t[i]),
+            "prediction": int(pred[i]),
+            "score": float(score[i]),
+            "probability_of_target": float(p[i, t[i]]),
+        }
+        if dist.labels is not None:
+            row["target_label"] = dist.labels[int(t[i])]
+            row["predicted_label"] = dist.labels[int(pred[i])]
+        out.append(row)
+    return out

@@ -1,0 +1,32 @@
+"""Temperature calibration (§2.18): fit one temperature on a calibration split, apply it,
+and report NLL, Brier and ECE before and after on held-out data.
+
+    from nnx_lab.calibration import TemperatureCalibrator, fit_temperature, model_fingerprint
+
+    fit = fit_temperature(model.predict_proba(X_calib, spec), y_calib,
+                          model_id=model_fingerprint(model), split_id="calibration",
+                          train_split_id="train", test_split_id="test")
+    calibrator = fit.require()
+"""
+
+from ._calibrator import CalibratedPrediction, TemperatureCalibrator, model_fingerprint
+from ._fit import CalibrationFitError, TemperatureFit, fit_temperature
+from ._report import (
+    CalibrationReport,
+    ReliabilityDiagram,
+    calibration_metrics,
+    reliability_diagram,
+)
+
+__all__ = [
+    "CalibratedPrediction",
+    "CalibrationFitError",
+    "CalibrationReport",
+    "ReliabilityDiagram",
+    "TemperatureCalibrator",
+    "TemperatureFit",
+    "calibration_metrics",
+    "fit_temperature",
+    "model_fingerprint",
+    "reliability_diagram",
+]

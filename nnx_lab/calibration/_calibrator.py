@@ -1,0 +1,366 @@
+"""``TemperatureCalibrator``: a fitted temperature, where it came from, and how it is
+applied; saved as JSON (atomically), never pickled."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+from ..engine._io import atomic_write_json
+from ..engine.data import tensor_digest
+from ..engine.errors import ConfigError
+from ..engine.probabilities import PredictionResult, ProbabilitySpec, prediction_from_logits
+from ._inputs import check_overrides, check_prediction, check_text
+
+if TYPE_CHECKING:
+    from ._fit import TemperatureFit
+    from ._report import CalibrationReport
+
+__all__ = ["CalibratedPrediction", "TemperatureCalibrator", "model_fingerprint"]
+
+FORMAT = "nnx_lab.temperature_calibrator"
+VERSION = 1
+DISJOINTNESS = (
+    "declared by split ids only: nnx_lab cannot verify that the calibration rows are "
+    "disjoint from the training and test rows"
+)
+
+
+def model_fingerprint(model: Any) -> str:
+    """A digest of the model's weights and buffers (names, dtypes, shapes, bytes): it
+    changes whenever the weights change. Takes an ``NNModel`` or an ``nn.Module``."""
+    net = getattr(model, "net", model)
+    if not isinstance(net, torch.nn.Module):
+        raise ConfigError(
+            "model", model, "pass an NNModel (or a torch.nn.Module) to fingerprint its weights"
+        )
+    h = hashlib.sha256()
+    for name, tensor in net.state_dict().items():
+        h.update(name.encode())
+        tensor_digest(h, tensor)
+    return f"sha256:{h.hexdigest()}"
+
+
+@dataclass(frozen=True)
+class CalibratedPrediction:
+    """Raw and calibrated probabilities of the same rows, in the same label order.
+
+    ``decoded`` is the raw prediction's: a positive temperature never changes the
+    argmax (or the sign of a logit). ``overrides`` lists the checks that were overridden
+    to produce it.
+    """
+
+    logits: torch.Tensor
+    probabilities: torch.Tensor
+    calibrated_logits: torch.Tensor
+    calibrated_probabilities: torch.Tensor
+    decoded: torch.Tensor
+    spec: ProbabilitySpec
+    sample_ids: np.ndarray
+    temperature: float
+    model_id: str
+    overrides: tuple[str, ...] = ()
+
+    def __len__(self) -> int:
+        return int(self.logits.shape[0])
+
+    @property
+    def raw(self) -> PredictionResult:
+        return PredictionResult(
+            self.logits, self.probabilities, self.decoded, self.spec, self.sample_ids
+        )
+
+    @property
+    def calibrated(self) -> PredictionResult:
+        return PredictionResult(
+            self.calibrated_logits,
+            self.calibrated_probabilities,
+            self.decoded,
+            self.spec,
+            self.sample_ids,
+        )
+
+    @property
+    def class_indices(self) -> torch.Tensor:
+        return self.raw.class_indices
+
+    def decoded_labels(self) -> np.ndarray:
+        return self.raw.decoded_labels()
+
+
+def _file_error(path: Path, key: str, value: Any, fix: str | None = None) -> ConfigError:
+    return ConfigError(
+        f"{path}: {key}",
+        value,
+        fix or "this is not a calibrator nnx_lab saved, or it was altered; fit and save again",
+    )
+
+
+@dataclass(frozen=True)
+class TemperatureCalibrator:
+    """One temperature T (``.temperature`` is T itself: logits are divided by it), the
+    spec it was fitted under, the model and the splits it came from."""
+
+    temperature: float
+    kind: str
+    class_axis: int
+    labels: tuple[str | int, ...] | None
+    n_outputs: int  # size of the class axis
+    model_id: str
+    split_id: str
+    train_split_id: str | None
+    test_split_id: str | None
+    rows: int
+    nll_before: float
+    nll_after: float
+    iterations: int
+    disjointness: str = DISJOINTNESS
+
+    def __post_init__(self) -> None:
+        t = self.temperature
+        if isinstance(t, bool) or not isinstance(t, int | float) or not math.isfinite(t) or t <= 0:
+            raise ConfigError(
+                "TemperatureCalibrator.temperature", t, "a temperature is a finite number > 0"
+            )
+        least = 2 if self.kind == "categorical" else 1
+        if self.n_outputs < least or (
+            self.labels is not None and len(self.labels) != self.n_outputs
+        ):
+            raise ConfigError(
+                "TemperatureCalibrator.n_outputs",
+                self.n_outputs,
+                f"the class axis has one entry per label ({self.labels}), at least {least}",
+            )
+
+    @classmethod
+    def from_fit(cls, fit: TemperatureFit) -> TemperatureCalibrator:
+        assert fit.temperature is not None
+        assert fit.nll_after is not None
+        return cls(
+            temperature=fit.temperature,
+            kind=fit.kind,
+            class_axis=fit.class_axis,
+            labels=fit.labels,
+            n_outputs=fit.n_outputs,
+            model_id=fit.model_id,
+            split_id=fit.split_id,
+            train_split_id=fit.train_split_id,
+            test_split_id=fit.test_split_id,
+            rows=fit.rows,
+            nll_before=fit.nll_before,
+            nll_after=fit.nll_after,
+            iterations=fit.iterations,
+        )
+
+    @property
+    def spec(self) -> ProbabilitySpec:
+        return ProbabilitySpec(self.kind, self.class_axis, self.labels)
+
+    # -- files --------------------------------------------------------------------------------
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "version": VERSION,
+            "temperature": self.temperature,
+            "spec": self.spec.state(),
+            "n_outputs": self.n_outputs,
+            "model_id": self.model_id,
+            "splits": {
+                "calibration": self.split_id,
+                "train": self.train_split_id,
+                "test": self.test_split_id,
+                "disjointness": self.disjointness,
+            },
+            "fit": {
+                "rows": self.rows,
+                "nll_before": self.nll_before,
+                "nll_after": self.nll_after,
+                "iterations": self.iterations,
+            },
+        }
+
+    def save(self, path: str | Path) -> Path:
+        """Write the calibrator as JSON, atomically (the old file or the new one, never
+        a partial one)."""
+        path = Path(path)
+        if path.is_dir():
+            raise ConfigError("path", str(path), "name a file, not a folder")
+        if not path.parent.is_dir():
+            raise ConfigError(
+                "path", str(path), f"the folder {path.parent} does not exist; create it first"
+            )
+        atomic_write_json(path, self.to_json())
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> TemperatureCalibrator:
+        """Read a saved calibrator; every field is checked (a tampered file is refused)."""
+        path = Path(path)
+        try:
+            data = json.loads(path.read_text())
+        except FileNotFoundError:
+            raise ConfigError(
+                "path", str(path), "no such file; pass the path save() wrote"
+            ) from None
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise _file_error(path, "content", f"not JSON ({exc})") from None
+        if not isinstance(data, dict):
+            raise _file_error(path, "content", type(data).__name__)
+        if data.get("format") != FORMAT:
+            raise _file_error(path, "format", data.get("format"))
+        if data.get("version") != VERSION:
+            raise _file_error(
+                path,
+                "version",
+                data.get("version"),
+                f"this nnx_lab reads version {VERSION}; refit with this version",
+            )
+        try:
+            spec = ProbabilitySpec.from_state(data["spec"])
+        except KeyError:
+            raise _file_error(path, "spec", "missing") from None
+        except ValueError as exc:
+            raise _file_error(path, "spec", str(exc)) from None
+        try:
+            splits, fit = data["splits"], data["fit"]
+            fields = {
+                "temperature": data["temperature"],
+                "n_outputs": data["n_outputs"],
+                "model_id": data["model_id"],
+                "split_id": splits["calibration"],
+                "train_split_id": splits["train"],
+                "test_split_id": splits["test"],
+                "rows": fit["rows"],
+                "nll_before": fit["nll_before"],
+                "nll_after": fit["nll_after"],
+                "iterations": fit["iterations"],
+            }
+        except KeyError as exc:
+            raise _file_error(path, str(exc.args[0]), "missing") from None
+        except TypeError as exc:
+            raise _file_error(path, "content", str(exc)) from None
+        for key in ("model_id", "split_id"):
+            if not isinstance(fields[key], str) or not fields[key]:
+                raise _file_error(path, key, fields[key])
+        for key in ("train_split_id", "test_split_id"):
+            if fields[key] is not None and not isinstance(fields[key], str):
+                raise _file_error(path, key, fields[key])
+        for key in ("rows", "iterations", "n_outputs"):
+            if isinstance(fields[key], bool) or not isinstance(fields[key], int):
+                raise _file_error(path, key, fields[key])
+        for key in ("nll_before", "nll_after"):
+            if isinstance(fields[key], bool) or not isinstance(fields[key], int | float):
+                raise _file_error(path, key, fields[key])
+        try:
+            return cls(
+                kind=spec.kind,
+                class_axis=spec.class_axis,
+                labels=spec.labels,
+                disjointness=splits.get("disjointness", DISJOINTNESS),
+                **fields,
+            )
+        except ConfigError as exc:
+            raise _file_error(path, exc.field.split(".")[-1], exc.value) from exc
+
+    # -- applying -----------------------------------------------------------------------------
+    def _checked(self, prediction: Any, model_id: Any, override: Any) -> tuple[Any, tuple]:
+        prediction = check_prediction(prediction)
+        model_id = check_text(model_id, "model_id")
+        overrides = check_overrides(override)
+        spec = prediction.spec
+        axis = spec.axis_for(tuple(prediction.logits.shape))
+        size = prediction.logits.shape[axis]
+        if spec.kind != self.kind:
+            raise ConfigError(
+                "prediction.spec.kind",
+                spec.kind,
+                f"this calibrator was fitted on {self.kind!r} probabilities; predict with "
+                f"ProbabilitySpec(kind={self.kind!r}, ...)",
+            )
+        if size != self.n_outputs:
+            raise ConfigError(
+                "prediction",
+                f"{size} classes (outputs)",
+                f"this calibrator was fitted on {self.n_outputs}; predict with the model it "
+                "was fitted for",
+            )
+        used: list[str] = []
+        if spec.labels != self.labels:
+            if "labels" not in overrides:
+                same_set = (
+                    spec.labels is not None
+                    and self.labels is not None
+                    and sorted(map(str, spec.labels)) == sorted(map(str, self.labels))
+                )
+                problem = "in another order" if same_set else "different"
+                raise ConfigError(
+                    "prediction.spec.labels",
+                    spec.labels,
+                    f"the labels are {problem} than the calibrator's {self.labels}; predict "
+                    "with the calibrator's label order, or pass override='labels' to apply "
+                    "it anyway (recorded)",
+                )
+            used.append("labels")
+        if model_id != self.model_id:
+            if "model_id" not in overrides:
+                raise ConfigError(
+                    "model_id",
+                    model_id,
+                    f"this calibrator was fitted on the logits of model {self.model_id!r}; "
+                    "fit a calibrator for this model, or pass override='model_id' to apply "
+                    "it anyway (recorded)",
+                )
+            used.append("model_id")
+        return prediction, tuple(used)
+
+    def transform(
+        self, prediction: Any, *, model_id: str, override: Any = None
+    ) -> CalibratedPrediction:
+        """Raw and calibrated probabilities of ``prediction`` (``logits / T``).
+
+        Refuses logits from another model (``model_id``) or with another label order
+        unless ``override="model_id"`` / ``"labels"`` (or both, as a tuple) is given; an
+        override that was needed is recorded in ``.overrides``.
+        """
+        prediction, used = self._checked(prediction, model_id, override)
+        scaled = prediction.logits / self.temperature
+        calibrated = prediction_from_logits(
+            scaled, prediction.spec, sample_ids=prediction.sample_ids
+        )
+        assert calibrated.probabilities is not None
+        assert prediction.probabilities is not None
+        return CalibratedPrediction(
+            logits=prediction.logits,
+            probabilities=prediction.probabilities,
+            calibrated_logits=calibrated.logits,
+            calibrated_probabilities=calibrated.probabilities,
+            decoded=prediction.decoded,
+            spec=prediction.spec,
+            sample_ids=prediction.sample_ids,
+            temperature=self.temperature,
+            model_id=model_id,
+            overrides=used,
+        )
+
+    def report(
+        self,
+        prediction: Any,
+        y: Any,
+        *,
+        model_id: str,
+        split_id: str,
+        override: Any = None,
+        bins: int = 15,
+    ) -> CalibrationReport:
+        """NLL, Brier and ECE (``bins`` equal-width bins) before and after, on a held-out
+        split (neither the calibration nor the training split)."""
+        from ._report import build_report
+
+        return build_report(self, prediction, y, model_id, split_id, override, bins)
