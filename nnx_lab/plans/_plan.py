@@ -629,6 +629,25 @@ class ExperimentPlan:
         )
         return _fit(plan, binding, callbacks, control, provenance, report)
 
+    def lr_finder(self, **kwargs: Any) -> Any:
+        """An LR sweep (``nnx_lab.lr_finder``, docs/lr_finder.md) on the model ``fit()``
+        would build (the same seed, loss and precision policy) with the plan's optimizer
+        kind and settings, on a fresh training loader from the plan's data. Nothing is
+        written, and your random streams are as they were afterwards; pass the pick on
+        with ``plan.with_lr(result.suggested_lr)``."""
+        problems = [p for p in self.validate() if not p.field.startswith("callbacks")]
+        Problems(problems).raise_for_errors()
+        from ..engine.model import NNModel
+        from ..engine.training_state import preserved_rng, seed_everything
+
+        r = self._resolve()
+        with preserved_rng():
+            seed_everything(r.train.seed)
+            train_loader = self._data[0].make()
+            model = NNModel(r.net, r.model, init_seed=r.train.seed)
+            kwargs.setdefault("optimizer", r.train.optim)
+            return model.lr_finder(train_loader, **kwargs)
+
     def expected_run_id(self) -> str:
         """The run id ``fit()`` would give now. Calls the factories (under a saved and
         restored RNG) and builds a throwaway model to hash its initial weights."""

@@ -335,3 +335,29 @@ def test_model_lr_finder_sweeps_under_the_models_precision():
     X, y, _, _ = f.data()
     model.lr_finder(DataLoader(TensorDataset(X, y), batch_size=32), num_iter=4)
     assert set(seen) == {torch.bfloat16}
+
+
+def test_plan_lr_finder_sweeps_the_model_fit_would_build_and_feeds_the_plan(tmp_path):
+    import plan_factories as pf
+
+    from nnx_lab import ExperimentPlan
+
+    plan = (
+        ExperimentPlan()
+        .with_net(f.net_params(dropout_prob=0.0))
+        .with_model(f.model_params())
+        .with_data(pf.make_train_loader, val=pf.make_val_loader, identity="toy")
+        .with_seed(7)
+        .with_epochs(1)
+        .with_runs_root(str(tmp_path))
+    )
+    before = torch.get_rng_state()
+    result = plan.lr_finder(num_iter=12, end_lr=1.0)
+    assert torch.equal(torch.get_rng_state(), before)
+    assert len(result.lrs) == 12
+    assert not any(tmp_path.iterdir())  # a sweep writes nothing
+    tuned = plan.with_lr(result.suggested_lr)
+    assert tuned.value("train.optim.max_lr") == pytest.approx(result.suggested_lr)
+    assert plan.value("train.optim.max_lr") != tuned.value("train.optim.max_lr")  # immutable
+    again = plan.lr_finder(num_iter=12, end_lr=1.0)  # the same model, data and order
+    assert again.losses == result.losses
