@@ -57,17 +57,20 @@ _EXPORTS: dict[str, str] = {
     "preprocessing": "nnx_lab.preprocessing",
     "TrainingMonitor": "nnx_lab.widgets",
     "list_runs": "nnx_lab.runs",
-    "lr_finder": "nnx_lab.lr_finder",
-    "LRFinderResult": "nnx_lab.lr_finder",
+    "lr_finder": "nnx_lab.lr_sweep",
+    "LRFinderResult": "nnx_lab.lr_sweep",
     "request_stop": "nnx_lab.runs",
     "NNTabularDataset": "nnx_lab.data",
     "ExperimentPlan": "nnx_lab.plans",
     "FitResult": "nnx_lab.plans",
     "drift_report": "nnx_lab.plans",
     "provenance": "nnx_lab.provenance",
+    "launch": "nnx_lab.distributed",
+    "LaunchHandle": "nnx_lab.distributed",
+    "distributed": "nnx_lab.distributed",
 }
 
-_MODULES = ("events", "precision", "data_splits", "preprocessing", "provenance")
+_MODULES = ("events", "precision", "data_splits", "preprocessing", "provenance", "distributed")
 
 __all__ = ["__version__", *sorted(_EXPORTS)]
 

@@ -15,12 +15,15 @@ Only torch.distributed and torchrun: nothing home-made for communication or rend
 
 from ._ddp import DDP
 from ._group import init_process_group, is_initialized, rank, shutdown, world_size
+from ._launch import LaunchHandle, launch
 from ._loaders import train_loader, validation_loader
 
 __all__ = [
     "DDP",
+    "LaunchHandle",
     "init_process_group",
     "is_initialized",
+    "launch",
     "rank",
     "shutdown",
     "train_loader",

@@ -8,6 +8,7 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
+from ..engine.errors import ConfigError
 from ._group import is_initialized
 
 __all__ = ["DDP"]
@@ -19,14 +20,28 @@ class DDP:
     """Data parallelism over the initialized process group (torch's
     ``DistributedDataParallel``); rank 0 writes the run, every rank returns it."""
 
-    def __init__(self, find_unused_parameters: bool = False) -> None:
+    def __init__(
+        self, find_unused_parameters: bool = False, stop_check_every: int | None = None
+    ) -> None:
+        """``stop_check_every``: how often (in updates) the ranks read whether any of
+        them was asked to stop; a read is a host sync on a GPU. ``None``: every update
+        on the CPU, every 8 on a GPU (a stop then lands up to 7 updates later)."""
         if not is_initialized():
             raise RuntimeError(
                 "DDP(): call nnx_lab.distributed.init_process_group() first (under torchrun)"
             )
+        if stop_check_every is not None and (
+            isinstance(stop_check_every, bool)
+            or not isinstance(stop_check_every, int)
+            or stop_check_every < 1
+        ):
+            raise ConfigError(
+                "DDP.stop_check_every", stop_check_every, "pass a positive integer, or None"
+            )
         self.rank = dist.get_rank()
         self.world_size = dist.get_world_size()
         self.find_unused_parameters = find_unused_parameters
+        self.stop_check_every = stop_check_every
         self.backend = dist.get_backend()
 
     def __repr__(self) -> str:
@@ -42,6 +57,9 @@ class DDP:
     def sum(self, tensor: torch.Tensor) -> torch.Tensor:
         dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
         return tensor
+
+    def sum_async(self, tensor: torch.Tensor) -> Any:
+        return dist.all_reduce(tensor, op=dist.ReduceOp.SUM, async_op=True)
 
     def agree(self, message: str | None) -> str | None:
         """Every rank learns the first rank's message, if any rank has one (no pickle:

@@ -34,10 +34,17 @@ class ShardBatchSampler:
     """Yields this rank's slice of each global batch of a seeded permutation."""
 
     def __init__(
-        self, n: int, batch_size: int, rank: int, world: int, policy: str, seed: int
+        self,
+        n: int,
+        batch_size: int,
+        rank: int,
+        world: int,
+        policy: str,
+        seed: int,
+        shuffle: bool = True,
     ) -> None:
         self.n, self.batch_size, self.rank, self.world = n, batch_size, rank, world
-        self.policy = policy
+        self.policy, self.shuffle = policy, shuffle
         self.generator = torch.Generator().manual_seed(seed)
 
     def _global_batches(self) -> int:
@@ -48,7 +55,11 @@ class ShardBatchSampler:
         return self._global_batches()
 
     def __iter__(self) -> Iterator[list[int]]:
-        order = torch.randperm(self.n, generator=self.generator).tolist()
+        order = (
+            torch.randperm(self.n, generator=self.generator).tolist()
+            if self.shuffle
+            else list(range(self.n))
+        )
         size = self.batch_size * self.world
         for b in range(self._global_batches()):
             chunk = order[b * size : (b + 1) * size]
@@ -93,18 +104,29 @@ def _positive(value: Any, field: str) -> int:
 
 
 def train_loader(
-    dataset: Any, batch_size: int, policy: str = "pad", seed: int = 0, **loader_kwargs: Any
+    dataset: Any,
+    batch_size: int,
+    policy: str = "pad",
+    seed: int = 0,
+    *,
+    shuffle: bool = True,
+    rank: int | None = None,
+    world_size: int | None = None,
+    **loader_kwargs: Any,
 ) -> DataLoader:
     """This rank's training loader: ``batch_size`` rows per rank and step (the global
-    batch is ``batch_size x world_size``). Call after ``init_process_group``."""
+    batch is ``batch_size x world_size``). Call after ``init_process_group``;
+    ``rank`` / ``world_size`` default to the group's (given, they describe a rank of a
+    run that has not started, e.g. to compute its id)."""
     _positive(batch_size, "distributed.train_loader.batch_size")
     if policy not in POLICIES:
         raise ConfigError("distributed.train_loader.policy", policy, "use 'pad' or 'drop'")
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise ConfigError("distributed.train_loader.seed", seed, "pass an integer seed")
     n = _dataset_size(dataset, "distributed.train_loader.dataset")
-    world = _world_size()
-    sampler = ShardBatchSampler(n, batch_size, _rank(), world, policy, seed)
+    world = _world_size() if world_size is None else world_size
+    me = _rank() if rank is None else rank
+    sampler = ShardBatchSampler(n, batch_size, me, world, policy, seed, shuffle)
     loader = DataLoader(dataset, batch_sampler=sampler, **loader_kwargs)
     # What the run id knows of it: the whole data set (hashed by the engine), and the
     # global batch, the policy and the seed; not the rank, nor the world size.
@@ -113,16 +135,26 @@ def train_loader(
         "global_batch": batch_size * world,
         "policy": policy,
         "seed": seed,
+        "shuffle": shuffle,
     }
     loader.nnx_distributed = True  # type: ignore[attr-defined]
     return loader
 
 
-def validation_loader(dataset: Any, batch_size: int, **loader_kwargs: Any) -> DataLoader:
+def validation_loader(
+    dataset: Any,
+    batch_size: int,
+    *,
+    rank: int | None = None,
+    world_size: int | None = None,
+    **loader_kwargs: Any,
+) -> DataLoader:
     """This rank's validation shard (no padding: every sample is counted once)."""
     _positive(batch_size, "distributed.validation_loader.batch_size")
     n = _dataset_size(dataset, "distributed.validation_loader.dataset")
-    sampler = ValidationShardSampler(n, batch_size, _rank(), _world_size())
+    world = _world_size() if world_size is None else world_size
+    me = _rank() if rank is None else rank
+    sampler = ValidationShardSampler(n, batch_size, me, world)
     loader = DataLoader(dataset, batch_sampler=sampler, **loader_kwargs)
     loader.nnx_identity = {"distributed": "validation", "batch_size": batch_size}  # type: ignore[attr-defined]
     loader.nnx_distributed = True  # type: ignore[attr-defined]

@@ -4,11 +4,14 @@ A ``Collective`` (``nnx_lab.distributed.DDP()`` is the one users make) gives the
 the world size, a summing all-reduce, and the network wrapped in torch's
 ``DistributedDataParallel``. With it, each optimizer update equals the update on the
 union of the ranks' batches, also when the ranks' batches differ in size: every rank
-scales its summed loss by ``world / N``, where ``N`` is the union's weight (valid targets,
-output elements or rows), so DDP's averaging of the gradients gives the gradient of the
-union's mean loss. One small all-reduce per update carries the ranks' summed losses,
-their weights and their stop requests, so every rank records the same loss and stops at
-the same step. Metrics are summed across ranks before they are finalized.
+backpropagates its summed loss and, after DDP's averaging of the gradients, divides them
+by ``N / world``, where ``N`` is the union's weight (valid targets, output elements or
+rows): the gradient of the union's mean loss. One small all-reduce per update carries
+the ranks' summed losses, their weights and their stop requests; it starts before the
+backward pass and overlaps it, and nothing in it is read on the host but the stop flag,
+every ``stop_check_every`` steps (every step on the CPU; on a GPU a read is a sync), so
+every rank records the same loss and stops at the same step. Metrics are summed across
+ranks before they are finalized.
 """
 
 from __future__ import annotations
@@ -34,6 +37,9 @@ class Collective(Protocol):
     def sum(self, tensor: torch.Tensor) -> torch.Tensor:
         """All-reduce ``tensor`` in place (SUM across ranks) and return it."""
 
+    def sum_async(self, tensor: torch.Tensor) -> Any:
+        """Start an in-place SUM all-reduce; the returned handle's ``wait()`` ends it."""
+
     def agree(self, message: str | None) -> str | None:
         """Every rank learns the first non-empty ``message`` of any rank (or None)."""
 
@@ -48,7 +54,12 @@ class DistributedTrainStep(TrainStep):
         self.collective = collective
         self.ddp_net = collective.wrap(self.net)
         self.stop_flag = 0.0  # set by the loop when this rank was asked to stop
-        self.stop_agreed = False  # set when any rank asked
+        self.stop_agreed = False  # any rank asked; read at the same steps on every rank
+        self._since_check = 0
+        every = getattr(collective, "stop_check_every", None)
+        if every is None:
+            every = 1 if next(self.net.parameters()).device.type == "cpu" else 8
+        self.stop_check_every = int(every)
 
     def _weight(self, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         loss = self.loss
@@ -62,16 +73,22 @@ class DistributedTrainStep(TrainStep):
         loss = self.loss
         return loss.total(out, y) if loss.per != "row" else loss(out, y) * y.shape[0]
 
-    def _exchange(self, total: torch.Tensor, weight: torch.Tensor) -> tuple[Any, Any]:
+    def _start_exchange(self, total: torch.Tensor, weight: torch.Tensor) -> tuple[Any, Any]:
         stats = torch.stack(
             [
                 total.detach().float().reshape(()),
-                weight.reshape(()),
+                weight.reshape(()).float(),
                 torch.tensor(self.stop_flag, device=weight.device),
             ]
         )
-        self.collective.sum(stats)
-        self.stop_agreed = bool(stats[2] > 0) or self.stop_agreed
+        return stats, self.collective.sum_async(stats)
+
+    def _finish_exchange(self, stats: torch.Tensor, work: Any) -> tuple[Any, Any]:
+        work.wait()
+        self._since_check += 1
+        if not self.stop_agreed and self._since_check >= self.stop_check_every:
+            self._since_check = 0
+            self.stop_agreed = bool(stats[2] > 0)  # the same value on every rank
         return stats[0], stats[1].clamp_min(1.0)
 
     def __call__(self, X: torch.Tensor, y: torch.Tensor, step_number: int = 0) -> StepOutput:
@@ -79,9 +96,10 @@ class DistributedTrainStep(TrainStep):
         with self._autocast():
             out = self.ddp_net(X)
             total = self._total(out, y)
-        union_sum, union_weight = self._exchange(total, self._weight(out, y))
-        self.updater.backward(total * (self.collective.world_size / union_weight))
-        self.updater.step(step_number=step_number)
+        stats, work = self._start_exchange(total, self._weight(out, y))
+        self.updater.backward(total)  # DDP averages: sum over ranks / world
+        union_sum, union_weight = self._finish_exchange(stats, work)
+        self.updater.step(union_weight / self.collective.world_size, step_number=step_number)
         preds = self.task.decode(out.detach()) if self._decode else None
         return StepOutput((union_sum / union_weight).detach(), preds, y, int(y.shape[0]))
 
@@ -104,10 +122,11 @@ class DistributedTrainStep(TrainStep):
                 outs.append(out)
                 if not sync:
                     self.updater.backward(total)
-        union_sum, union_weight = self._exchange(
+        stats, work = self._start_exchange(
             torch.stack([t.detach().float() for t in totals]).sum(), torch.stack(weights).sum()
         )
         self.updater.backward(totals[-1])
+        union_sum, union_weight = self._finish_exchange(stats, work)
         self.updater.step(union_weight / self.collective.world_size, step_number=step_number)
         preds = torch.cat([self.task.decode(o.detach()) for o in outs]) if self._decode else None
         y_all = torch.cat([y for _, y in window])

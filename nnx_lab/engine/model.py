@@ -13,6 +13,7 @@ import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -310,21 +311,13 @@ class NNModel:
         from ..plans._provenance import check_manifest
 
         print_banner(self)
-        net_params, model_params = self._built_net_params, self._trained_params()
-        # The policy is resolved afresh: the device's abilities may differ from build time.
-        precision = resolve_precision(
-            model_params.precision, model_params.mixed_precision, self.device.type
-        )
-        task = self._task_for_loader(params.train_loader, "NNTrainParams.train_loader")
-        check_loader(params.train_loader, "NNTrainParams.train_loader", net_params, task)
-        if params.val_loader is not None:
-            check_loader(params.val_loader, "NNTrainParams.val_loader", net_params, task)
-        root = resolve_runs_root(params.runs_root)
-        resume = plan_resume(self, params, precision, root)
-        config = self.run_config(params, distributed, eval_step_fn)
+        pre = self._preflight(params, distributed, eval_step_fn)
+        precision, task, root, resume, config = (
+            pre.precision, pre.task, pre.root, pre.resume, pre.config
+        )  # fmt: skip
         if provenance is not None:
             check_manifest(provenance, config)
-        run_id = run_id_for(config)
+        run_id = pre.run_id
         writer = distributed is None or distributed.rank == 0
         existing = None
         with _agreed(distributed, "check the run"):
@@ -375,6 +368,34 @@ class NNModel:
         if distributed is not None:
             distributed.barrier()  # rank 0 has written everything once the others return
         return run
+
+    def _preflight(
+        self, params: NNTrainParams, distributed: Any = None, eval_step_fn: Any = None
+    ) -> SimpleNamespace:
+        """The checks and the run's identity, with no side effect: what ``train`` knows
+        before it touches the runs root (``nnx_lab.launch`` calls it for rank 0 of a run
+        it has not started, to refuse before any process exists)."""
+        net_params, model_params = self._built_net_params, self._trained_params()
+        # The policy is resolved afresh: the device's abilities may differ from build time.
+        precision = resolve_precision(
+            model_params.precision, model_params.mixed_precision, self.device.type
+        )
+        task = self._task_for_loader(params.train_loader, "NNTrainParams.train_loader")
+        check_loader(params.train_loader, "NNTrainParams.train_loader", net_params, task)
+        if params.val_loader is not None:
+            check_loader(params.val_loader, "NNTrainParams.val_loader", net_params, task)
+        root = resolve_runs_root(params.runs_root)
+        world = 1 if distributed is None else int(distributed.world_size)
+        resume = plan_resume(self, params, precision, root, world)
+        config = self.run_config(params, distributed, eval_step_fn)
+        return SimpleNamespace(
+            precision=precision,
+            task=task,
+            root=root,
+            resume=resume,
+            config=config,
+            run_id=run_id_for(config),
+        )
 
     def _rank_run(
         self, root: Any, run_id: str, config: dict[str, Any], precision: ResolvedPrecision
@@ -474,6 +495,8 @@ class NNModel:
             "run_id": run.id,
             "net_params": run.config["net"],
             "model_params": run.config["model"],
+            # a stateful resume continues a run with the same number of processes
+            "world_size": 1 if distributed is None else int(distributed.world_size),
         }
         if recorder is not None:
             bus.add(
@@ -487,7 +510,7 @@ class NNModel:
                 )
             )
         if resume is not None:
-            resume.apply(self, loop, run, [*callbacks, *components])
+            resume.apply(self, loop, run, [*callbacks, *components], writes=recorder is not None)
         return loop
 
     def _task_for_loader(self, loader: Any, field: str) -> Task:
@@ -556,7 +579,7 @@ class NNModel:
     def lr_finder(self, train_loader: Any, **kwargs: Any) -> Any:
         """``nnx_lab.lr_finder`` on this model's network, loss and precision policy; the
         model is left exactly as it was (see docs/lr_finder.md)."""
-        from ..lr_finder import lr_finder  # the tool builds on the engine, not the reverse
+        from ..lr_sweep import lr_finder  # the tool builds on the engine, not the reverse
 
         kwargs.setdefault("precision", self.precision)
         return lr_finder(self.net, train_loader, self._loss.kind or self._loss.custom, **kwargs)

@@ -40,7 +40,7 @@ __all__ = ["ResumeError", "ResumePlan", "plan_resume"]
 _OPTIM_STATE_FIELDS = ("name", "max_lr", "momentum", "weight_decay")
 
 # What a carried-over BEST keeps of its sidecar (the run id becomes the child's).
-_CARRIED_META = ("epoch", "step", "epoch_complete", "signal_unavailable")
+_CARRIED_META = ("epoch", "step", "epoch_complete", "signal_unavailable", "world_size")
 
 
 @dataclass
@@ -56,17 +56,26 @@ class ResumePlan:
     planned_epochs: int  # the total this run plans (source epochs + n_epochs)
     history: list[Any]  # the parent's step and epoch events up to the checkpoint
 
-    def apply(self, model: NNModel, loop: TrainingLoop, run: NNRun, objects: list[Any]) -> None:
+    def apply(
+        self,
+        model: NNModel,
+        loop: TrainingLoop,
+        run: NNRun,
+        objects: list[Any],
+        writes: bool = True,
+    ) -> None:
         """Load the weights (and, stateful, everything else) into the fresh run's objects.
 
-        ``objects`` are the callbacks and components whose state travels with the run.
+        ``objects`` are the callbacks and components whose state travels with the run;
+        ``writes=False`` for a rank that does not write the run (DDP rank > 0): it
+        loads the same state and history, and writes nothing into the run folder.
         """
         model.net.load_state_dict(self.checkpoint.model_state)
         restored = ["weights"]
         if self.state is not None:
             restored += loop.load_state(self.state)
             restored += restore_objects(objects, self.state.callbacks)
-            if self.state.has_best and self._carry_best(run):
+            if self.state.has_best and self._carry_best(run, writes):
                 restored.append("best checkpoint")
                 run.metadata["best"] = {"value": self.state.best_value, "source": None}
         else:
@@ -85,15 +94,17 @@ class ResumePlan:
             "planned_epochs": self.planned_epochs,
         }
         run.metadata["resume_status"] = run.resume_status
-        self._inherit_history(run)
+        self._inherit_history(run, writes)
 
-    def _carry_best(self, run: NNRun) -> bool:
+    def _carry_best(self, run: NNRun, writes: bool) -> bool:
         """The parent's BEST becomes the child's until the child beats it, so BEST of a
         resumed run is the best of its whole history, as in the uninterrupted run."""
         try:
             best = NNCheckpoint.load(self.source_id, Checkpoints.BEST, self.source_dir.parent)
         except FileNotFoundError:
             return False
+        if not writes:
+            return True
         meta = {k: v for k, v in best.sidecar.items() if k in _CARRIED_META}
         # The child's own recipe: the same network (checked), its own model settings.
         meta.update(run_id=run.id, net_params=run.config["net"], model_params=run.config["model"])
@@ -106,9 +117,12 @@ class ResumePlan:
         )
         return True
 
-    def _inherit_history(self, run: NNRun) -> None:
+    def _inherit_history(self, run: NNRun, writes: bool) -> None:
         """The child's log starts with the parent's history up to the checkpoint."""
         if not self.history:
+            return
+        if not writes:
+            run.replay(self.history)
             return
         logger = JsonlLogger(run.run_dir / "metrics.jsonl")
         try:
@@ -120,9 +134,14 @@ class ResumePlan:
 
 
 def plan_resume(
-    model: NNModel, params: NNTrainParams, precision: ResolvedPrecision, root: Path
+    model: NNModel,
+    params: NNTrainParams,
+    precision: ResolvedPrecision,
+    root: Path,
+    world_size: int = 1,
 ) -> ResumePlan | None:
-    """Validate a resume request against the source run; raise before any side effect."""
+    """Validate a resume request against the source run; raise before any side effect.
+    ``world_size``: the processes the resumed run trains with (1 without DDP)."""
     source_id = params.resume_from_run_id
     if source_id is None:
         return None
@@ -156,6 +175,14 @@ def plan_resume(
         raise ResumeError(
             f"resume_mode='stateful' but the {ckpt.type.value} checkpoint of run {source_id} "
             "is weights-only (it carries no optimizer, scheduler or RNG state); pass "
+            "resume_mode='weights_only' to warm-start from its weights"
+        )
+    saved_world = ckpt.sidecar.get("world_size", 1)
+    if saved_world != world_size:
+        raise ResumeError(
+            f"resume world-size mismatch: run {source_id} was trained by {saved_world} "
+            f"process(es), this run has {world_size}; a stateful resume continues the same "
+            f"data-parallel run. Resume with {saved_world} process(es), or pass "
             "resume_mode='weights_only' to warm-start from its weights"
         )
     state = ckpt.training_state()

@@ -42,15 +42,19 @@ class Updater:
         else:
             loss.backward()
 
-    def step(self, normalize: float | None = None, *, step_number: int = 0) -> None:
-        """Apply the accumulated gradients (divided by ``normalize`` when given)."""
+    def step(self, normalize: float | torch.Tensor | None = None, *, step_number: int = 0) -> None:
+        """Apply the accumulated gradients (divided by ``normalize`` when given; a
+        tensor stays on the device: no host sync)."""
         opt, scaler, params = self.optimizer, self.scaler, self.params
         if scaler is not None:
             scaler.unscale_(opt)
         if normalize is not None:
             grads = [p.grad for p in params if p.grad is not None]
             if grads:
-                torch._foreach_div_(grads, float(normalize))
+                if isinstance(normalize, torch.Tensor):
+                    torch._foreach_div_(grads, normalize.to(grads[0].dtype))
+                else:
+                    torch._foreach_div_(grads, float(normalize))
         if self._check_finite:
             norm = torch.nn.utils.clip_grad_norm_(params, self.clip_norm or math.inf)
             if not bool(torch.isfinite(norm)):

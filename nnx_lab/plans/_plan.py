@@ -648,6 +648,30 @@ class ExperimentPlan:
             kwargs.setdefault("optimizer", r.train.optim)
             return model.lr_finder(train_loader, **kwargs)
 
+    def materialize(self) -> tuple[Any, Any, list[Any]]:
+        """What ``fit()`` trains: seeds, calls the factories once, builds the model.
+
+        Returns ``(model, train_params, callbacks)``: the ``NNModel``, the plan's
+        ``NNTrainParams`` with the loaders filled in, and the plan's callbacks (early
+        stopping first). The distributed worker builds its ranks' runs from it.
+        """
+        from ..engine.model import NNModel
+        from ..engine.training_state import seed_everything
+
+        r = self._resolve()
+        seed_everything(r.train.seed)
+        train_loader, val_loader = (
+            _made(s, role) for s, role in zip(self._data, ("data.train", "data.val"), strict=True)
+        )
+        made: list[Any] = []
+        if r.early_stopping is not None:
+            from ..engine.handlers import EarlyStopping
+
+            made.append(EarlyStopping(**r.early_stopping))
+        made += [cb.make() for cb in self._callbacks]
+        model = NNModel(r.net, r.model, init_seed=r.train.seed)
+        return model, r.train.replace(train_loader=train_loader, val_loader=val_loader), made
+
     def expected_run_id(self) -> str:
         """The run id ``fit()`` would give now. Calls the factories (under a saved and
         restored RNG) and builds a throwaway model to hash its initial weights."""
@@ -1033,22 +1057,8 @@ def _fit(
     provenance: Any,
     report: bool | None,
 ) -> FitResult:
-    from ..engine.model import NNModel
-    from ..engine.training_state import seed_everything
 
-    r = plan._resolve()
-    seed_everything(r.train.seed)
-    train_loader, val_loader = (
-        _made(s, role) for s, role in zip(plan._data, ("data.train", "data.val"), strict=True)
-    )
-    made: list[Any] = []
-    if r.early_stopping is not None:
-        from ..engine.handlers import EarlyStopping
-
-        made.append(EarlyStopping(**r.early_stopping))
-    made += [cb.make() for cb in plan._callbacks]
-    model = NNModel(r.net, r.model, init_seed=r.train.seed)
-    params = r.train.replace(train_loader=train_loader, val_loader=val_loader)
+    model, params, made = plan.materialize()
     recorder = _PlanRecorder(plan, binding, model, report)
     run = model.train(
         params,

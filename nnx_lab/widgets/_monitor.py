@@ -27,7 +27,14 @@ from ..engine.events import (
     TrainingControl,
     event_from_json,
 )
-from ..runs import INTERRUPTED, JsonlReader, RunRecordError, effective_status, read_record
+from ..runs import (
+    INTERRUPTED,
+    JsonlReader,
+    RunRecordError,
+    effective_status,
+    read_record,
+    request_stop,
+)
 from ._base import NNxWidget
 from ._jobs import BackgroundJob, format_exception
 from ._protocol import STATUSES
@@ -199,6 +206,7 @@ class TrainingMonitor(NNxWidget):
         self._control: TrainingControl | None = None
         self._job: BackgroundJob | None = None
         self._log_path: pathlib.Path | None = None
+        self._stoppable = False  # a followed run this monitor may ask to stop (launch)
         self._follow_thread: threading.Thread | None = None
         self._follow_stop = threading.Event()
         self._stop_pending: str | None = None
@@ -215,6 +223,7 @@ class TrainingMonitor(NNxWidget):
             self._epochs.clear()
             self._finished = False
             self._start_step = 0
+            self._start_epoch = 1
             self._steps_per_epoch: int | None = None
             self._t0_mono: float | None = None
             self._started_wall: float | None = None
@@ -324,6 +333,7 @@ class TrainingMonitor(NNxWidget):
             self._reset_run_state()
             self._control = control
             self._start_step = int(event.start_step)
+            self._start_epoch = int(event.start_epoch)
             self._steps_per_epoch = event.steps_per_epoch
             self._t0_mono = self._clock()
             self._started_wall = float(event.time)
@@ -429,9 +439,12 @@ class TrainingMonitor(NNxWidget):
     # ------------------------------------------------------------------ counters
 
     def _expected_total_steps(self, n_epochs: int) -> int | None:
-        if self._steps_per_epoch is None:
+        spe = self._steps_per_epoch
+        if spe is None:
             return None
-        return self._start_step + self._steps_per_epoch * n_epochs
+        # A run resumed mid-epoch has done part of its first epoch already.
+        done = self._start_step - (self._start_epoch - 1) * spe
+        return self._start_step + spe * n_epochs - (done if 0 < done < spe else 0)
 
     def _update_counters(self, now: float) -> None:
         """Refresh the synced counters (the transport calls this at every flush)."""
@@ -520,10 +533,15 @@ class TrainingMonitor(NNxWidget):
                     self._stop_pending = reason  # fit() started; the loop attaches soon
                     return
                 if self._log_path is not None and self.status == "running":
-                    raise RuntimeError(
-                        "this monitor follows a run written by another process; stop it "
-                        "there (interrupt that kernel or process)"
-                    )
+                    if not self._stoppable:
+                        raise RuntimeError(
+                            "this monitor follows a run written by another process; stop "
+                            "it there, or with nnx_lab.request_stop(run_id, runs_root)"
+                        )
+                    run_dir = self._log_path.parent
+                    request_stop(run_dir.name, run_dir.parent, reason=reason, by="monitor")
+                    self.status = "stopping"
+                    self.can_stop = False
                 return
             if self.status not in ("created", "running"):
                 return
@@ -697,28 +715,62 @@ class TrainingMonitor(NNxWidget):
             max_points=max_points,
             max_epochs=max_epochs,
         )
-        monitor._log_path = run_dir / "metrics.jsonl"
-        monitor.run_id = run_dir.name
-        monitor.from_log = True
-        tail = JsonlReader(monitor._log_path, strict=False)
-        monitor._transport.paused = True  # one update once the whole log is read
+        return monitor.follow_run(run_dir, follow=follow, poll_interval=poll_interval)
+
+    def follow_run(
+        self,
+        run_dir: str | os.PathLike[str],
+        *,
+        follow: bool = True,
+        poll_interval: float = 0.25,
+        stoppable: bool = False,
+    ) -> TrainingMonitor:
+        """Show the run in ``run_dir`` from its log, and follow it (see ``from_run``).
+
+        ``stoppable=True`` (``nnx_lab.launch`` passes it for the runs it started) lets
+        Stop and ``stop()`` ask the writing processes to stop, through the run folder
+        (``nnx_lab.request_stop``). Returns the monitor.
+        """
+        if not (isinstance(poll_interval, int | float) and poll_interval > 0):
+            raise ValueError(f"poll_interval={poll_interval!r}: pass a positive number of seconds")
+        run_dir = pathlib.Path(run_dir)
+        if self._log_path is not None or self._job is not None or self._control is not None:
+            raise RuntimeError("this monitor already shows a run; make a new TrainingMonitor")
+        self._log_path = run_dir / "metrics.jsonl"
+        self._stoppable = bool(stoppable)
+        self.run_id = run_dir.name
+        self.from_log = True
+        tail = JsonlReader(self._log_path, strict=False)
+        self._transport.paused = True  # one update once the whole log is read
         try:
-            monitor._consume(tail.read(), tail)
+            self._consume(tail.read(), tail)
         finally:
-            monitor._transport.paused = False
-        monitor._transport.flush()
-        if not monitor._finished:
+            self._transport.paused = False
+        self._transport.flush()
+        if not self._finished:
             if follow:
-                monitor._follow_thread = threading.Thread(
-                    target=monitor._follow_loop,
+                self._follow_thread = threading.Thread(
+                    target=self._follow_loop,
                     args=(tail, float(poll_interval)),
                     name=f"nnx-monitor-follow-{run_dir.name}",
                     daemon=True,
                 )
-                monitor._follow_thread.start()
+                self._follow_thread.start()
             else:
-                monitor._apply_metadata_status(run_dir)
-        return monitor
+                self._apply_metadata_status(run_dir)
+        return self
+
+    def report_failure(self, text: str) -> None:
+        """Show that the run's processes failed, with ``text`` (a traceback) under the
+        charts; ``nnx_lab.launch`` calls it with the failing rank's traceback."""
+        with self._lock:
+            with self.hold_sync():
+                self.error = str(text)
+                self.status = "failed"
+                self.can_stop = False
+            self._finished = True
+            self._transport.flush()
+            self._update_fallback()
 
     def _consume(self, lines: list[dict[str, Any]], tail: JsonlReader) -> None:
         if tail.restarted:
@@ -734,7 +786,8 @@ class TrainingMonitor(NNxWidget):
             hook = getattr(self, event.hook, None)
             if hook is not None:
                 hook(event)
-        self.can_stop = False  # a run read from its log is stopped where it runs
+        # a run read from its log is stopped where it runs, or through its folder (launch)
+        self.can_stop = self._stoppable and not self._finished and self.status == "running"
 
     def _follow_loop(self, tail: JsonlReader, poll_interval: float) -> None:
         last_tick = last_check = time.monotonic()

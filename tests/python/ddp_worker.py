@@ -44,7 +44,9 @@ def main() -> None:
     ap.add_argument("--n-val", type=int, default=33)
     ap.add_argument("--accumulation", type=int, default=1)
     ap.add_argument("--resume", default=None)
+    ap.add_argument("--resume-mode", default="stateful")
     ap.add_argument("--stop-after", type=int, default=0)
+    ap.add_argument("--stop-check-every", type=int, default=None)
     ap.add_argument("--single", action="store_true", help="one process, no process group")
     args = ap.parse_args()
     torch.set_num_threads(1)
@@ -65,6 +67,7 @@ def main() -> None:
         checkpoint_every_s=0,
         runs_root=args.root,
         resume_from_run_id=args.resume,
+        resume_mode=args.resume_mode,
     )
     callbacks = []
     if args.stop_after:
@@ -78,9 +81,18 @@ def main() -> None:
                     self.control.request_stop("stopped on rank 0")
 
         callbacks.append(StopOnRankZero())
-    run = model.train(
-        params, callbacks=callbacks, distributed=None if args.single else distributed.DDP()
-    )
+    try:
+        run = model.train(
+            params,
+            callbacks=callbacks,
+            distributed=None
+            if args.single
+            else distributed.DDP(stop_check_every=args.stop_check_every),
+        )
+    except Exception as exc:  # the test reads what was refused
+        with open(f"{args.out}.{os.getpid()}", "w") as fh:
+            json.dump({"rank": distributed.rank(), "error": f"{type(exc).__name__}: {exc}"}, fh)
+        raise SystemExit(3) from exc
     digest = hashlib.sha256()
     for name, t in model.net.state_dict().items():
         digest.update(name.encode() + t.numpy().tobytes())

@@ -26,7 +26,7 @@ def _env():
     return {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
 
 
-def run_ranks(tmp_path, nproc, *args, name="out", timeout=240):
+def run_ranks(tmp_path, nproc, *args, name="out", timeout=240, expect_rc=0):
     tmp_path.mkdir(parents=True, exist_ok=True)
     out = tmp_path / name
     cmd = [sys.executable, str(WORKER), "--out", str(out), *map(str, args)]
@@ -42,7 +42,7 @@ def run_ranks(tmp_path, nproc, *args, name="out", timeout=240):
     else:
         cmd.append("--single")
     proc = subprocess.run(cmd, capture_output=True, text=True, env=_env(), timeout=timeout)
-    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert proc.returncode == expect_rc, proc.stderr[-4000:]
     records = [json.loads(p.read_text()) for p in sorted(tmp_path.glob(f"{name}.*"))]
     return sorted(records, key=lambda r: r["rank"])
 
@@ -128,3 +128,48 @@ def test_a_stop_on_one_rank_stops_every_rank_at_the_same_step(tmp_path):
     )
     assert [r["status"] for r in again] == ["finished", "finished"]
     assert again[0]["digest"] == again[1]["digest"]
+
+
+def test_another_world_size_resumes_weights_only_and_refuses_a_stateful_resume(tmp_path):
+    two = run_ranks(tmp_path, 2, "--root", tmp_path / "r", "--epochs", 1)
+    source = two[0]["run_id"]
+    refused = run_ranks(
+        tmp_path, 0, "--root", tmp_path / "r", "--resume", source, name="stateful", expect_rc=3
+    )
+    assert "world-size mismatch" in refused[0]["error"]
+    assert "resume_mode='weights_only'" in refused[0]["error"]
+    runs = {p.name for p in (tmp_path / "r").iterdir() if not p.name.startswith(".")}
+    assert runs == {source}  # refused before a run directory was made
+    warm = run_ranks(
+        tmp_path,
+        0,
+        "--root",
+        tmp_path / "r",
+        "--resume",
+        source,
+        "--resume-mode",
+        "weights_only",
+        "--batch",
+        32,
+        name="warm",
+    )
+    assert warm[0]["status"] == "finished"
+    assert warm[0]["run_id"] != source
+
+
+def test_with_a_sparser_stop_check_every_rank_stops_at_the_same_checked_step(tmp_path):
+    two = run_ranks(
+        tmp_path,
+        2,
+        "--root",
+        tmp_path / "r",
+        "--epochs",
+        20,
+        "--stop-after",
+        5,
+        "--stop-check-every",
+        4,
+    )
+    assert [r["status"] for r in two] == ["stopped", "stopped"]
+    assert two[0]["steps"] == two[1]["steps"] == 8  # asked at step 5, read at step 8
+    assert two[0]["digest"] == two[1]["digest"]

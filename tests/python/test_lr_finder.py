@@ -24,7 +24,7 @@ from nnx_lab import (
     TrainingControl,
     lr_finder,
 )
-from nnx_lab.lr_finder import suggest
+from nnx_lab.lr_sweep import suggest
 
 
 class Mixed(torch.nn.Module):

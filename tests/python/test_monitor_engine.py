@@ -210,3 +210,32 @@ def test_a_failure_before_the_run_starts_is_shown(tmp_path):
     assert monitor.error.startswith("FileExistsError")
     assert first.id in monitor.error
     monitor.close()
+
+
+class _StopAt:
+    def __init__(self, step):
+        self.at = step
+
+    def on_attach(self, control):
+        self.control = control
+
+    def on_step_ended(self, event):
+        if event.step == self.at:
+            self.control.request_stop("mid-epoch")
+
+
+def test_a_run_resumed_mid_epoch_expects_the_right_total(tmp_path):
+    train, val = _loaders()  # 8 steps an epoch
+    params = NNTrainParams(
+        n_epochs=4, seed=1, train_loader=train, val_loader=val, runs_root=tmp_path
+    )
+    stopped = _model().train(params, callbacks=[_StopAt(11)])  # in epoch 2, 3 steps done
+    assert stopped.status.value == "stopped"
+    monitor = TrainingMonitor()
+    FakeFrontend(monitor)
+    child = params.replace(resume_from_run_id=stopped.id, resume_epochs="additional", n_epochs=2)
+    resumed = _model().train(child, callbacks=[monitor])
+    # epochs 2 (its last 5 steps) and 3: it ends at step 24, not 11 + 2 x 8 = 27
+    assert resumed.idps[-1].iteration == 24
+    assert monitor.total_steps == 24
+    assert monitor.n_epochs == 3

@@ -27,6 +27,7 @@ EXPECTED = {
     "ExperimentPlan",
     "FitResult",
     "IDP",
+    "LaunchHandle",
     "LRFinderResult",
     "MetricSpec",
     "Losses",
@@ -56,8 +57,10 @@ EXPECTED = {
     "TrainingState",
     "__version__",
     "data_splits",
+    "distributed",
     "drift_report",
     "events",
+    "launch",
     "list_runs",
     "lr_finder",
     "request_stop",
@@ -74,7 +77,7 @@ def test_the_exported_names_are_pinned():
     assert set(nnx_lab.__all__) == EXPECTED
 
 
-MODULES = {"events", "precision", "data_splits", "preprocessing", "provenance"}
+MODULES = {"events", "precision", "data_splits", "preprocessing", "provenance", "distributed"}
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED - {"__version__"}))
@@ -197,3 +200,27 @@ def test_optim_builder_form():
 
     built = NNOptimParams.builder().adamw(max_lr=1e-3).grad_clip_norm(1.0).build()
     assert built == NNOptimParams(name=Optims.ADAMW, max_lr=1e-3, grad_clip_norm=1.0)
+
+
+def test_exported_functions_stay_functions_after_every_submodule_is_imported():
+    """Importing a submodule binds it on its package: a module named like an exported
+    function (nnx_lab/lr_finder.py once) would replace the function."""
+    code = (
+        "import importlib, pkgutil, nnx_lab\n"
+        "for m in pkgutil.walk_packages(nnx_lab.__path__, 'nnx_lab.'):\n"
+        "    if '.widgets' not in m.name and '.server' not in m.name:\n"
+        "        importlib.import_module(m.name)\n"
+        "import inspect\n"
+        "bad = [n for n, mod in nnx_lab._EXPORTS.items() if n not in nnx_lab._MODULES\n"
+        "       and inspect.ismodule(getattr(nnx_lab, n))]\n"
+        "print(bad)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert out.stdout.strip() == "[]", out.stdout

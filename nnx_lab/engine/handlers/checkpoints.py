@@ -96,13 +96,11 @@ class CheckpointPolicy:
             "model_state": loop.train_step.net.state_dict(),
             "training_state": loop.capture_state(complete).to_tree(),
             "meta": {
-                "run_id": self.meta["run_id"],
+                **self.meta,  # run id, the model's recipe, the world size
                 "epoch": loop.epoch,
                 "step": loop.step,
                 "epoch_complete": complete,
                 "signal_unavailable": unavailable,
-                "net_params": self.meta["net_params"],
-                "model_params": self.meta["model_params"],
             },
         }
 
