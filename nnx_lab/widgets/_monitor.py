@@ -206,6 +206,7 @@ class TrainingMonitor(NNxWidget):
         self._control: TrainingControl | None = None
         self._job: BackgroundJob | None = None
         self._log_path: pathlib.Path | None = None
+        self._run_dir: pathlib.Path | None = None
         self._follow_thread: threading.Thread | None = None
         self._follow_stop = threading.Event()
         self._stop_pending: str | None = None
@@ -305,6 +306,11 @@ class TrainingMonitor(NNxWidget):
         return rows
 
     @property
+    def run_dir(self) -> pathlib.Path | None:
+        """The directory of the run shown (None before a run started)."""
+        return self._run_dir
+
+    @property
     def transport_stats(self) -> Any:
         """Messages and bytes sent to the views so far (``TransportStats``)."""
         return self._transport.stats
@@ -341,6 +347,7 @@ class TrainingMonitor(NNxWidget):
             self._steps_per_epoch = event.steps_per_epoch
             self._t0_mono = self._clock()
             self._started_wall = float(event.time)
+            self._run_dir = pathlib.Path(event.run_dir) if event.run_dir else None
             self._step_seen = self._start_step
             self._epoch_seen = int(event.start_epoch)
             with self.hold_sync():
@@ -895,6 +902,7 @@ class TrainingMonitor(NNxWidget):
         )
         monitor._log_path = run_dir / "metrics.jsonl"
         monitor.run_id = run_dir.name
+        monitor._run_dir = run_dir
         monitor.from_log = True
         tail = JsonlReader(monitor._log_path, strict=False)
         monitor._transport.paused = True  # one update once the whole log is read
