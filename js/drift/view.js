@@ -24,10 +24,16 @@ export class DriftView {
     this.el = el;
     /** @type {Array<[string, Function]>} */
     this._listeners = [];
-    /** what each row said at the last render, to mark the rows that moved */
+    /** what each row said in the previous report, and the rows that differ from it */
     this._last = new Map();
+    this._moved = new Set();
     this._build();
-    for (const name of ["data", "changed_only", "side_names", "waiting", "version"]) this._on(`change:${name}`, () => this._render());
+    this._onData();
+    this._on("change:data", () => {
+      this._onData();
+      this._render();
+    });
+    for (const name of ["changed_only", "side_names", "waiting", "version"]) this._on(`change:${name}`, () => this._render());
     this._on("change:error", () => this._error());
     this._render();
     this._error();
@@ -70,6 +76,14 @@ export class DriftView {
     this.el.append(this.root);
   }
 
+  /** A new report: the rows whose values moved since the previous one are marked. */
+  _onData() {
+    const rows = (this.model.get("data") || {}).rows || [];
+    const next = new Map(rows.map((r) => [r.what, JSON.stringify([r.then, r.now, r.changed])]));
+    this._moved = new Set(this._last.size ? rows.filter((r) => this._last.get(r.what) !== next.get(r.what)).map((r) => r.what) : []);
+    this._last = next;
+  }
+
   _render() {
     const m = this.model;
     const data = m.get("data") || {};
@@ -97,12 +111,9 @@ export class DriftView {
     );
     const shown = changedOnly ? changed : rows;
     const version = m.get("version") || 0;
-    const seen = new Map();
     this.tbody.replaceChildren(
       ...shown.map((r) => {
-        const key = JSON.stringify([r.then, r.now, r.changed]);
-        seen.set(r.what, key);
-        const moved = this._last.size > 0 && this._last.get(r.what) !== key;
+        const moved = this._moved.has(r.what);
         const id = idWord(r.changes_run_id);
         const mark = r.changed && r.changes_run_id ? h("span", { class: "nnx-dr-id", title: "changes the run id", text: "● " }) : "";
         const what = h("td", { class: "nnx-dr-path" }, [mark, h("code", { text: r.what })]);
@@ -136,9 +147,6 @@ export class DriftView {
         return tr;
       }),
     );
-    // rows hidden by the filter keep their last state, so showing them marks nothing new
-    for (const r of rows) if (!seen.has(r.what)) seen.set(r.what, JSON.stringify([r.then, r.now, r.changed]));
-    this._last = seen;
     this.table.hidden = shown.length === 0;
     this.empty.textContent = rows.length && !shown.length ? "Nothing differs." : "";
     this.empty.hidden = !(rows.length && !shown.length);
