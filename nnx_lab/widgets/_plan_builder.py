@@ -50,7 +50,7 @@ _SECTIONS = {
     "resume": ("Resume", False),
 }
 _RUN_ID_DELAY_S = 0.25  # a burst of edits computes the run id once
-_BRANCH_NAME = re.compile(r"^[\w .:+=-]{1,40}$")
+_BRANCH_NAME = re.compile(r"^[\w .,:+=()-]{1,40}$")
 
 
 def _label(f: PlanField) -> str:
@@ -356,7 +356,8 @@ class PlanBuilder(NNxWidget):
             name = str(name).strip()
             if not _BRANCH_NAME.match(name):
                 raise ValueError(
-                    f"branch name {name!r}: use 1 to 40 letters, digits, spaces or . : + = - _"
+                    f"branch name {name!r}: use 1 to 40 letters, digits, spaces or "
+                    ". , : + = - _ ( )"
                 )
             if name in self._branches:
                 raise ValueError(
