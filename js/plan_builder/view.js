@@ -54,14 +54,14 @@ export class PlanBuilderView {
 
   _build() {
     this.root = h("div", { class: "nnx-plan-builder", role: "region", "aria-label": "Experiment plan builder" });
-    this.runId = h("code", { class: "nnx-pb-run-id", "data-testid": "run-id" });
-    this.runState = h("span", { class: "nnx-pb-run-state", "data-testid": "run-state" });
-    this.runNote = h("span", { class: "nnx-pb-run-note", "data-testid": "run-note" });
+    this.runId = h("code", { class: "nnx-pb-run-id", "data-testid": "plan-run-id" });
+    this.runState = h("span", { class: "nnx-pb-run-state", "data-testid": "plan-run-state" });
+    this.runNote = h("span", { class: "nnx-pb-run-note", "data-testid": "plan-run-note" });
     const header = h("div", { class: "nnx-pb-header" }, [
       h("span", { class: "nnx-pb-title", text: "Experiment plan" }),
       h("span", { class: "nnx-pb-run" }, [h("span", { class: "nnx-label", text: "run id " }), this.runId, this.runState, this.runNote]),
     ]);
-    this.problemBox = h("div", { class: "nnx-pb-problems", "data-testid": "problems", role: "status" });
+    this.problemBox = h("div", { class: "nnx-pb-problems", "data-testid": "plan-problems", role: "status" });
     this.objectsBox = h("ul", { class: "nnx-pb-objects", "data-testid": "objects" });
     this.form = h("div", { class: "nnx-pb-form", "data-testid": "form" });
 
@@ -89,7 +89,7 @@ export class PlanBuilderView {
       this.resetButton,
     ]);
     this.branchBox = h("ul", { class: "nnx-pb-branches", "data-testid": "branches", "aria-label": "Branches" });
-    this.error = h("pre", { class: "nnx-error", "data-testid": "error", role: "alert" });
+    this.error = h("pre", { class: "nnx-error", "data-testid": "plan-error", role: "alert" });
     this.error.hidden = true;
     this.monitorSlot = h("div", { class: "nnx-pb-monitor", "data-testid": "monitor-slot" });
     this.root.append(header, this.problemBox, this.objectsBox, this.form, actions, this.branchBox, this.error, this.monitorSlot);

@@ -96,8 +96,8 @@ describe("the form", () => {
     expect(input("train.optim.max_lr").closest(".nnx-pb-field").classList.contains("nnx-pb-default")).toBe(true);
     // a field whose section is switched off is disabled
     expect(input("train.scheduler.patience").disabled).toBe(true);
-    expect(q("run-id").textContent).toBe("ab".repeat(16));
-    expect(q("run-state").textContent).toBe("new");
+    expect(q("plan-run-id").textContent).toBe("ab".repeat(16));
+    expect(q("plan-run-state").textContent).toBe("new");
     expect(q("objects").textContent).toContain("factory toy.make");
   });
 
@@ -183,7 +183,7 @@ describe("the form", () => {
       { field: "data.train", value: null, fix: "give the data", text: "data.train=None: give the data" },
     ]);
     expect(q("error-net.input_dim").textContent).toBe("net.input_dim=None: set it");
-    expect(q("problems").textContent).toBe("data.train=None: give the data"); // no field for it
+    expect(q("plan-problems").textContent).toBe("data.train=None: give the data"); // no field for it
     expect(q("fit").disabled).toBe(true);
     expect(q("fit").title).toBe("Fix the 2 problems first");
   });
@@ -232,11 +232,11 @@ describe("the buttons", () => {
     const model = builderModel();
     view = new PlanBuilderView(model, el);
     model.set("run_exists", "finished");
-    expect(q("run-state").textContent).toBe("exists (finished)");
-    expect(q("run-state").dataset.state).toBe("exists");
+    expect(q("plan-run-state").textContent).toBe("exists (finished)");
+    expect(q("plan-run-state").dataset.state).toBe("exists");
     model.set("error", "FileExistsError: run abab exists already");
-    expect(q("error").hidden).toBe(false);
-    expect(q("error").textContent).toBe("FileExistsError: run abab exists already");
+    expect(q("plan-error").hidden).toBe(false);
+    expect(q("plan-error").textContent).toBe("FileExistsError: run abab exists already");
   });
 });
 
