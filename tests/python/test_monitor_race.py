@@ -16,6 +16,8 @@ from nnx_lab.plans import PlanError
 from nnx_lab.widgets import TrainingMonitor
 from nnx_lab.widgets._testing import FakeFrontend, scripted_run
 
+LANES = r"^lane\d+\.(steps|epochs)$"  # js/monitor/race.js isLaneSeries
+
 
 @pytest.fixture
 def base(tmp_path):
@@ -246,5 +248,51 @@ def test_the_lanes_stay_within_their_bound():
         assert len(lane.epochs) <= 100
         assert lane.steps.total == 40_000
         assert lane.steps.capacity == 1000
+    finally:
+        monitor.close()
+
+
+def test_a_view_that_joins_mid_race_holds_every_run_as_the_kernel_does(tmp_path):
+    """The race's messages through the real view-side transport (Node): each lane's
+    series, decimated, equal the kernel's value for value."""
+    from test_widget_contract import kernel_columns, replay
+
+    monitor = TrainingMonitor(max_points=1_000, max_epochs=100)
+    try:
+        fe = FakeFrontend(monitor)
+        monitor._transport.timer_factory = None
+        now = [0.0]
+        monitor._clock = lambda: now[0]
+        lanes = [monitor._new_lane(name, forward=False) for name in ("a", "b")]
+        runs = [
+            scripted_run(run_id=f"{i:032x}", n_epochs=60, steps_per_epoch=50, log_every=5)
+            for i in range(2)
+        ]
+        order = [(i, e) for group in zip(*runs, strict=False) for i, e in enumerate(group)]
+        half = len(order) // 2
+
+        def play(part):
+            for i, event in part:
+                now[0] += 0.01
+                getattr(lanes[i], event.hook, lambda e: None)(event)
+
+        play(order[:half])
+        fe.clear()
+        fe.hello()  # a page reload mid-race
+        play(order[half:])
+        assert all(lane.steps.width > 1 for lane in lanes)  # decimated after the view joined
+        held = replay(fe.custom_with_buffers(), fe.view, tmp_path, accept=LANES)
+        assert held["synced"] is True
+        for lane in lanes:
+            for name, series in zip(lane.series_names, (lane.steps, lane.epochs), strict=True):
+                js = held["series"][name]
+                assert (js["length"], js["width"], js["total"]) == (
+                    len(series),
+                    series.width,
+                    series.total,
+                )
+                for field, values in kernel_columns(series).items():
+                    got = [v if isinstance(v, str) else float(v) for v in js["columns"][field]]
+                    assert got == values, (name, field)
     finally:
         monitor.close()
