@@ -40,9 +40,11 @@ function resolveColor(el, color, fallback = "#888") {
 
 /**
  * Values as uPlot wants them: an Array where a gap is null. Non-finite values are
- * gaps; on a log scale so are values <= 0 (they have no place on it).
- * @param {ArrayLike<number>} values @param {boolean} log
- * @returns {{data: (number|null)[], gaps: number, dropped: number}}
+ * gaps; on a log scale so are values <= 0 (they have no place on it). `undefined`
+ * (a plain Array's hole where another series has a point, see alignColumns) stays
+ * undefined: uPlot draws the line on across it.
+ * @param {ArrayLike<number|undefined>} values @param {boolean} log
+ * @returns {{data: (number|null|undefined)[], gaps: number, dropped: number}}
  */
 export function toPlotValues(values, log = false) {
   const n = values.length;
@@ -51,7 +53,9 @@ export function toPlotValues(values, log = false) {
   let dropped = 0;
   for (let i = 0; i < n; i++) {
     const v = values[i];
-    if (!Number.isFinite(v)) {
+    if (v === undefined) {
+      data[i] = undefined;
+    } else if (!Number.isFinite(v)) {
       data[i] = null;
       gaps += 1;
     } else if (log && v <= 0) {
@@ -60,6 +64,32 @@ export function toPlotValues(values, log = false) {
     } else data[i] = v;
   }
   return { data, gaps, dropped };
+}
+
+/**
+ * Several series with x columns of their own on one shared x: the sorted union of
+ * their x values, and per series an Array with its values at its own x and
+ * `undefined` elsewhere (drawn across; a NaN of its own stays a gap).
+ * @param {{x: ArrayLike<number>, ys: ArrayLike<number>[]}[]} parts  x ascending
+ * @returns {{x: number[], ys: (number|undefined)[][]}}
+ */
+export function alignColumns(parts) {
+  const all = [];
+  for (const p of parts) for (let i = 0; i < p.x.length; i++) all.push(p.x[i]);
+  all.sort((a, b) => a - b);
+  const x = [];
+  for (const v of all) if (x.length === 0 || x[x.length - 1] !== v) x.push(v);
+  const ys = [];
+  for (const p of parts) {
+    const cols = p.ys.map(() => new Array(x.length).fill(undefined));
+    let j = 0;
+    for (let i = 0; i < p.x.length; i++) {
+      while (x[j] < p.x[i]) j++;
+      for (let c = 0; c < cols.length; c++) cols[c][j] = p.ys[c][i];
+    }
+    ys.push(...cols);
+  }
+  return { x, ys };
 }
 
 /**
@@ -200,8 +230,11 @@ export class Chart {
       },
     };
     const data = this._plotData();
+    // a rebuild (log scale, theme) keeps the plot where it was among the host's children
+    const anchor = this.plot ? this.plot.root.nextSibling : null;
     if (this.plot) this.plot.destroy();
     this.plot = new uPlot(options, data, host);
+    if (anchor && anchor.parentNode === host) host.insertBefore(this.plot.root, anchor);
     this.plot.root.setAttribute("role", "img");
     this.plot.root.setAttribute("aria-label", o.title);
     this._applyX();

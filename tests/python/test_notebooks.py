@@ -117,6 +117,20 @@ def test_notebook_runs_headless(path: Path, tmp_path: Path, monkeypatch: pytest.
         test = re.search(r"predicted 26 samples; test accuracy ([\d.]+)", text)
         assert test, text
         assert float(test.group(1)) >= 0.85, text  # it learns: chance is a third
+    if path.name == "plans_and_drift.ipynb":
+        # the form refused a value and kept its plan
+        assert "train.optim.max_lr=-1: pass a learning rate > 0" in text, text
+        assert "the plan's learning rate is still 0.003" in text, text
+        # three branches raced; each finished with its own run
+        raced = re.findall(
+            r"^\s*(baseline|high lr|wide, high lr): val loss ([\d.]+), .* run (\w+)$", text, re.M
+        )
+        assert [name for name, _, _ in raced] == ["baseline", "high lr", "wide, high lr"], text
+        assert len({run for _, _, run in raced}) == 3
+        winner = re.search(r"^winner: (.+)$", text, re.M)
+        assert winner, text
+        losses = {name: float(loss) for name, loss, _ in raced}
+        assert losses[winner.group(1)] == min(losses.values())
     if path.name in STOP_CELLS:
         match = STOPPED.search(text)
         assert match, text
