@@ -112,6 +112,7 @@ export class AbstentionView {
   _build() {
     this.root = h("div", { class: "nnx-explorer nnx-abstention", role: "region", "aria-label": "Abstention explorer" });
     this.el.append(this.root);
+    this.root.nnxView = this; // for the browser's console, browser tests and benchmarks
     this.title = h("div", { class: "nnx-x-title" });
     this.ids = h("div", { class: "nnx-x-ids", "data-testid": "ids" });
 

@@ -3,22 +3,29 @@
 // diagram (accuracy per confidence bin, bars, against T = 1 and the diagonal) and the
 // confidence histogram (share of rows per bin, before and after); Save with its path.
 //
-// The kernel measures (it holds the logits); this view draws what it sends: the bins
-// and the metrics arrive through the shared transport, numbered, one update per
-// temperature the kernel measured. While the slider moves, one value is in flight at
-// a time (shared/latest.js), so the picture follows the pointer instead of a queue.
+// Two ways to measure, chosen by the kernel (info.compute; benchmarks/explorer_slider.py
+// measured both):
+// * "kernel": the kernel holds the logits and sends the bins and the metrics through
+//   the shared transport, one numbered update per temperature it measured. While the
+//   slider moves, one value is in flight at a time (shared/latest.js), so the picture
+//   follows the pointer instead of a queue.
+// * "browser": the logits are few enough to send once (float32, shifted by each row's
+//   maximum); the view measures them itself at each move (measure.js) and writes the
+//   temperature to the kernel once the slider rests.
 import { Chart } from "../shared/chart.js";
 import { h, legend } from "../shared/dom.js";
 import { fmtInt, fmtValue } from "../shared/format.js";
 import { LatestRequest } from "../shared/latest.js";
 import { ViewSync } from "../shared/transport.js";
 import { FIT, SAVE } from "../shared/protocol.js";
+import { measure, prepare } from "./measure.js";
 
 /**
  * @typedef {import("../monitor/view.js").Model} Model
  */
 
 const SLIDER_STEPS = 1000;
+const REST_MS = 250; // browser mode: the temperature is written once the slider rests
 
 /** Slider position (0 .. SLIDER_STEPS) <-> temperature, on a log scale over [lo, hi]. */
 export function positionToTemperature(pos, lo, hi) {
@@ -63,9 +70,15 @@ export class CalibrationView {
     this._frame = 0;
     this._build();
     this.request = new LatestRequest((v) => this._sendTemperature(v), { timers: opts.timers });
+    /** @type {import("./measure.js").Prepared|null} browser mode: the logits, prepared */
+    this.local = null;
+    this._restTimer = null;
     this.sync = new ViewSync(model, {
-      series: ["bins", "metrics"],
-      onChange: () => this._schedule(),
+      series: ["bins", "metrics", "logits", "targets"],
+      onChange: (names) => {
+        if (names.has("logits") || names.has("targets")) this._prepareLocal();
+        this._schedule();
+      },
       onError: (text) => {
         this._syncError = text;
         this._error();
@@ -103,6 +116,7 @@ export class CalibrationView {
   _build() {
     this.root = h("div", { class: "nnx-explorer nnx-calibration", role: "region", "aria-label": "Calibration explorer" });
     this.el.append(this.root);
+    this.root.nnxView = this; // for the browser's console, browser tests and benchmarks
     this.title = h("div", { class: "nnx-x-title" });
     this.ids = h("div", { class: "nnx-x-ids", "data-testid": "ids" });
 
@@ -114,7 +128,7 @@ export class CalibrationView {
     this.fitButton = h("button", { type: "button", class: "nnx-x-button nnx-x-primary", "data-testid": "fit", title: "Set the temperature that minimizes the NLL on these rows", text: "Fit" });
     this.fitButton.addEventListener("click", () => this.model.send({ kind: FIT }));
     this.resetButton = h("button", { type: "button", class: "nnx-x-button", "data-testid": "reset", title: "Back to the model's own probabilities", text: "T = 1" });
-    this.resetButton.addEventListener("click", () => this.request.request(1));
+    this.resetButton.addEventListener("click", () => this._ask(1, true));
     this.fitMessage = h("span", { class: "nnx-x-note", "data-testid": "fit-message", "aria-live": "polite" });
     const controls = h("div", { class: "nnx-x-controls" }, [
       h("label", { class: "nnx-x-slider", title: "T > 1 softens the probabilities, T < 1 sharpens them; the argmax never changes" }, ["Temperature", this.slider]),
@@ -236,8 +250,10 @@ export class CalibrationView {
   _onTemperatureTrait() {
     // The kernel's value; while the pointer drags the slider, the slider stays with it.
     if (this.request && this.request.busy) return;
+    if (this._restTimer !== null) return; // browser mode: our own value is on its way
     const t = Number(this.model.get("temperature"));
     this._showTemperature(t);
+    if (this.local && Number.isFinite(t) && t > 0 && t !== this._measuredT) this._measureLocal(t);
   }
 
   _showTemperature(t) {
@@ -250,13 +266,70 @@ export class CalibrationView {
     const [lo, hi] = this._range();
     const t = positionToTemperature(Number(this.slider.value), lo, hi);
     this.number.value = String(t);
-    this.request.request(t);
+    this._ask(t, false);
   }
 
   _onNumber() {
     const t = Number(this.number.value);
     // the kernel judges the value: a refused one comes back with the reason
-    this.request.request(Number.isFinite(t) ? t : this.number.value);
+    this._ask(Number.isFinite(t) ? t : this.number.value, true);
+  }
+
+  /** The temperature the controls ask for: measured here (browser mode) or by the kernel. */
+  _ask(t, now) {
+    if (!this.local || !(typeof t === "number" && t > 0 && Number.isFinite(t))) {
+      this.request.request(t);
+      return;
+    }
+    this._measureLocal(t);
+    clearTimeout(this._restTimer);
+    const write = () => {
+      this._restTimer = null;
+      this._sendTemperature(t);
+    };
+    if (now) write();
+    else this._restTimer = setTimeout(write, REST_MS);
+  }
+
+  /** Browser mode: the compact buffer of logits arrived (or came again): prepare it. */
+  _prepareLocal() {
+    const info = this.model.get("info") || {};
+    const z = this.sync.stores.logits.column("z");
+    const y = this.sync.stores.targets.column("y");
+    if (info.compute !== "browser" || !y.length || z.length !== y.length * info.classes) return;
+    this.local = prepare(/** @type {Float32Array} */ (z), /** @type {Int32Array} */ (y));
+    this._before = measure(this.local, info.bins || 15, 1);
+    this._measureLocal(Number(this.model.get("temperature")) || 1);
+  }
+
+  /** Browser mode: measure at t into the stores the charts draw from. */
+  _measureLocal(t) {
+    if (!this.local) return;
+    const info = this.model.get("info") || {};
+    const now = measure(this.local, info.bins || 15, t);
+    this._measuredT = t;
+    const b = this._before;
+    const mean = (sum, count) => Float64Array.from(sum, (v, i) => (count[i] ? v / count[i] : NaN));
+    const put = (store, columns) => {
+      const fields = Object.keys(columns);
+      const dtypes = fields.map((f) => (columns[f] instanceof Int32Array ? "int32" : "float64"));
+      store.apply({ at: 0, count: columns[fields[0]].length, fields, dtypes, width: 1, total: columns[fields[0]].length, buffer: 0 }, fields.map((f) => columns[f]));
+    };
+    put(this.sync.stores.bins, {
+      count_before: b.count,
+      confidence_before: mean(b.confidence, b.count),
+      accuracy_before: mean(b.correct, b.count),
+      count: now.count,
+      confidence: mean(now.confidence, now.count),
+      accuracy: mean(now.correct, now.count),
+    });
+    put(this.sync.stores.metrics, {
+      temperature: Float64Array.from([1, t]),
+      nll: Float64Array.from([b.nll, now.nll]),
+      brier: Float64Array.from([b.brier, now.brier]),
+      ece: Float64Array.from([b.ece, now.ece]),
+    });
+    this._schedule();
   }
 
   _sendTemperature(t) {
@@ -340,6 +413,7 @@ export class CalibrationView {
     this.diagramFig.dataset.ece = m.after.ece.toFixed(6);
     this.diagramFig.dataset.counts = Array.from(b.column("count")).join(",");
     this.root.dataset.temperature = String(t);
+    this.root.dataset.compute = this.local ? "browser" : "kernel";
   }
 
   _binReadout(idx) {
@@ -369,6 +443,7 @@ export class CalibrationView {
     this._listeners.length = 0;
     this.sync.dispose();
     this.request.dispose();
+    clearTimeout(this._restTimer);
     if (this._frame && typeof cancelAnimationFrame === "function") cancelAnimationFrame(this._frame);
     this.diagram.destroy();
     this.histogram.destroy();

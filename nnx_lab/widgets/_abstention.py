@@ -267,6 +267,8 @@ class AbstentionExplorer(NNxWidget):
         )
         self._set_curve()
         self._set_stops()
+        for table in (self._curve, self._stop_table):
+            table.take_changes()  # no view yet: each view gets them in its snapshot
         self._quiet = False
         if threshold is None:
             self._select(initial=True)

@@ -29,6 +29,10 @@ __all__ = ["CalibrationExplorer"]
 # What the slider spans (log scale); code may set any temperature in the wider range.
 SLIDER_RANGE = (0.05, 20.0)
 TEMPERATURE_RANGE = (1e-3, 1e3)
+# compute="auto" lets the browser measure up to this many logits (8 MB as float32):
+# below it a slider move costs no round trip (benchmarks/explorer_slider.py).
+BROWSER_MAX_LOGITS = 2_000_000
+COMPUTE = ("auto", "kernel", "browser")
 
 
 def _check_temperature(value: Any) -> float:
@@ -122,8 +126,16 @@ class CalibrationExplorer(NNxWidget):
         bins: int = 15,
         temperature: float = 1.0,
         path: str = "calibrator.json",
+        compute: str = "auto",
         update_interval: float = 0.02,
     ) -> None:
+        if compute not in COMPUTE:
+            raise ConfigError(
+                "compute",
+                compute,
+                "use 'auto' (the browser measures up to 2,000,000 logits, the kernel above), "
+                "'kernel' or 'browser'",
+            )
         split_id = check_text(split_id, "split_id")  # type: ignore[assignment]
         check_text(train_split_id, "train_split_id", optional=True)
         check_text(test_split_id, "test_split_id", optional=True)
@@ -142,7 +154,22 @@ class CalibrationExplorer(NNxWidget):
         prediction, model_id = _prediction_of(source, X, spec, model_id)
         self._prediction = prediction
         self._y = y
-        self._sweep = TemperatureSweep(prediction, y, bins)  # checks y (the engine's checks)
+        spec_ = prediction.spec
+        logits = prediction.logits
+        classes = int(logits.shape[spec_.axis_for(tuple(logits.shape))])
+        if compute == "browser" and spec_.kind != "categorical":
+            raise ConfigError(
+                "compute",
+                compute,
+                "the browser measures categorical probabilities only: use compute='kernel' "
+                "(or 'auto') for bernoulli outputs",
+            )
+        if compute == "auto":
+            small = logits.numel() <= BROWSER_MAX_LOGITS
+            compute = "browser" if spec_.kind == "categorical" and small else "kernel"
+        self.compute = compute
+        # checks y with the engine's checks; in browser mode, on the values the browser gets
+        self._sweep = TemperatureSweep(prediction, y, bins, float32=compute == "browser")
         self._ids = {
             "model_id": model_id,
             "split_id": split_id,
@@ -165,9 +192,6 @@ class CalibrationExplorer(NNxWidget):
             ]
         )
         self._metrics = Table([(n, "float64") for n in ("temperature", "nll", "brier", "ece")])
-        spec_ = prediction.spec
-        logits = prediction.logits
-        classes = int(logits.shape[spec_.axis_for(tuple(logits.shape))])
         super().__init__(
             path=path,
             info={
@@ -178,15 +202,22 @@ class CalibrationExplorer(NNxWidget):
                 "bins": bins,
                 "accuracy": self._sweep.accuracy,
                 "slider_range": list(SLIDER_RANGE),
+                "compute": compute,
                 **self._ids,
             },
         )
-        self._transport = SeriesTransport(
-            self.send,
-            {"bins": self._bins, "metrics": self._metrics},
-            self._lock,
-            interval=update_interval,
-        )
+        if compute == "browser":
+            # sent once (and to each reloaded view); the view measures them itself
+            shifted, targets = self._sweep.buffers()
+            logits_table, targets_table = Table([("z", "float32")]), Table([("y", "int32")])
+            logits_table.set({"z": shifted})
+            targets_table.set({"y": targets})
+            series = {"logits": logits_table, "targets": targets_table}
+            for table in series.values():
+                table.take_changes()  # no view yet: each view gets them in its snapshot
+        else:
+            series = {"bins": self._bins, "metrics": self._metrics}
+        self._transport = SeriesTransport(self.send, series, self._lock, interval=update_interval)
         self.observe(self._on_temperature, names="temperature")
         self.temperature = temperature  # the first refresh, unless it is 1 (the default)
         if self._point is None:
@@ -220,10 +251,14 @@ class CalibrationExplorer(NNxWidget):
             self.revision += 1  # answered: the view may send its next value
 
     def _refresh(self) -> None:
-        """Measure at the current temperature and send it to the views."""
+        """Measure at the current temperature and send it to the views (in browser mode
+        the views measure it themselves: the kernel keeps its figures for Python)."""
         with self._lock:
             point = self._sweep.at(self.temperature)
             self._point = point
+            self.error = ""
+            if self.compute == "browser":
+                return
             before_conf, before_acc = self._before.means()
             conf, acc = point.means()
             self._bins.set(
@@ -245,7 +280,6 @@ class CalibrationExplorer(NNxWidget):
                     "ece": [b.ece, point.ece],
                 }
             )
-            self.error = ""
             self._transport.request_flush()
 
     # ------------------------------------------------------------------ messages

@@ -8,7 +8,7 @@ on one core. A slider asks the same question of the same logits at many temperat
 so ``TemperatureSweep`` checks and prepares the rows once (the logits shifted by their
 row maximum, the true class's shifted logit, whether the argmax is right: a positive
 temperature never changes it) and then each temperature costs one exponential over the
-logits and a few reductions, in float64: about 4 ms and 33 ms for those sizes.
+logits and a few reductions, in float64: about 10 ms and 40 ms for those sizes.
 ``tests/python/test_explorers.py`` checks it against the registry at many temperatures.
 """
 
@@ -18,8 +18,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-import torch
-import torch.nn.functional as F
+import numpy as np
 
 from ..calibration._inputs import prediction_rows
 from ..engine.errors import ConfigError
@@ -50,26 +49,44 @@ class SweepPoint:
 class TemperatureSweep:
     """The valid rows of ``prediction`` against ``y``, prepared once; ``at(T)`` measures
     them with the logits divided by ``T`` (bins: equal width over [0, 1], bin m holds
-    ((m - 1) / bins, m / bins], as the metric registry's ECE)."""
+    ((m - 1) / bins, m / bins], as the metric registry's ECE).
 
-    def __init__(self, prediction: Any, y: Any, bins: int) -> None:
+    NumPy, one thread: a slider's question must not wait for torch's intra-op threads,
+    which a training run in the same kernel (or a busy machine) may be holding.
+
+    ``float32=True`` rounds the shifted logits to float32 first: the values a browser
+    measures when the explorer sends it the logits (``buffers()``), so both sides
+    compute from the same numbers.
+    """
+
+    def __init__(self, prediction: Any, y: Any, bins: int, *, float32: bool = False) -> None:
         rows = prediction_rows(prediction, y)  # the engine's checks, with its messages
         self.kind = rows.kind
         self.bins = int(bins)
-        z = rows.z.detach().to("cpu", torch.float64)
+        self._edges = np.arange(1, self.bins, dtype=np.float64) / self.bins
+        z = rows.z.detach().cpu().numpy().astype(np.float64)
         if self.kind == "categorical":
-            t = rows.y.to("cpu")
-            top = z.max(dim=1, keepdim=True).values
-            self._d = (z - top).contiguous()  # <= 0; the top class is at 0
-            self._dy = self._d.gather(1, t.unsqueeze(1)).squeeze(1)
-            self._correct = (z.argmax(dim=1) == t).to(torch.float64)
-            self._buffer = torch.empty_like(self._d)
+            t = rows.y.detach().cpu().numpy()
+            self._d = z - z.max(axis=1, keepdims=True)  # <= 0; the top class is at 0
+            if float32:
+                self._d = self._d.astype(np.float32).astype(np.float64)
+            self._t = t.astype(np.int32)
+            self._dy = self._d[np.arange(t.shape[0]), t]
+            self._correct = (z.argmax(axis=1) == t).astype(np.float64)
+            self._buffer = np.empty_like(self._d)
         else:
             self._z = z.reshape(-1)
-            self._y = rows.y.to("cpu", torch.float64).reshape(-1)
-            self._correct = ((self._z >= 0).to(torch.float64) == self._y).to(torch.float64)
+            self._y = rows.y.detach().cpu().numpy().astype(np.float64).reshape(-1)
+            self._correct = ((self._z >= 0).astype(np.float64) == self._y).astype(np.float64)
         self.rows = int(self._correct.shape[0])
         self.accuracy = float(self._correct.mean())
+
+    def buffers(self) -> tuple[np.ndarray, np.ndarray]:
+        """Categorical only: the shifted logits as float32, row-major (each row's top
+        class at 0), and the targets as int32: what a browser needs to measure."""
+        if self.kind != "categorical":
+            raise ConfigError("kind", self.kind, "only categorical rows are sent to a browser")
+        return self._d.astype(np.float32).reshape(-1), self._t
 
     def at(self, temperature: float) -> SweepPoint:
         t = float(temperature)
@@ -77,32 +94,31 @@ class TemperatureSweep:
             raise ConfigError("temperature", temperature, "pass a finite temperature > 0")
         beta = 1.0 / t
         if self.kind == "categorical":
-            e = torch.mul(self._d, beta, out=self._buffer).exp_()
-            total = e.sum(dim=1)  # in [1, C]: the top class contributes exp(0)
-            squares = torch.einsum("ij,ij->i", e, e)
-            confidence = total.reciprocal()
-            p_true = torch.exp(self._dy * beta) / total
-            nll = (total.log() - self._dy * beta).mean()
-            brier = (squares / (total * total) - 2 * p_true + 1).mean()
+            e = np.multiply(self._d, beta, out=self._buffer)
+            np.exp(e, out=e)
+            total = e.sum(axis=1)  # in [1, C]: the top class contributes exp(0)
+            squares = np.einsum("ij,ij->i", e, e)
+            confidence = 1.0 / total
+            p_true = np.exp(self._dy * beta) / total
+            nll = float((np.log(total) - self._dy * beta).mean())
+            brier = float((squares / (total * total) - 2 * p_true + 1).mean())
         else:
             a = self._z * beta
-            p = torch.sigmoid(a)
-            confidence = torch.maximum(p, 1 - p)
-            nll = (F.softplus(a) - self._y * a).mean()
-            brier = ((p - self._y) ** 2).mean()
-        # bin m holds ((m-1)/M, m/M]: the registry's bucketize(right=False) on m/M edges
-        edges = torch.arange(1, self.bins, dtype=torch.float64) / self.bins
-        index = torch.bucketize(confidence, edges, right=False)
-        counts = torch.bincount(index, minlength=self.bins)
-        conf_sum = torch.bincount(index, weights=confidence, minlength=self.bins)
-        correct_sum = torch.bincount(index, weights=self._correct, minlength=self.bins)
-        ece = (conf_sum - correct_sum).abs().sum() / self.rows
-        host = torch.stack([nll, brier, ece]).tolist()
+            p = 1.0 / (1.0 + np.exp(-a))
+            confidence = np.maximum(p, 1 - p)
+            nll = float((np.logaddexp(0.0, a) - self._y * a).mean())
+            brier = float(((p - self._y) ** 2).mean())
+        # bin m holds ((m-1)/M, m/M]: the edges below a confidence count its bin
+        index = np.searchsorted(self._edges, confidence, side="left")
+        counts = np.bincount(index, minlength=self.bins)
+        conf_sum = np.bincount(index, weights=confidence, minlength=self.bins)
+        correct_sum = np.bincount(index, weights=self._correct, minlength=self.bins)
+        ece = float(np.abs(conf_sum - correct_sum).sum() / self.rows)
         return SweepPoint(
             temperature=t,
-            nll=host[0],
-            brier=host[1],
-            ece=host[2],
+            nll=nll,
+            brier=brier,
+            ece=ece,
             counts=counts.tolist(),
             confidence=conf_sum.tolist(),
             correct=correct_sum.tolist(),

@@ -226,3 +226,60 @@ describe("CalibrationExplorer view", () => {
     expect(model.listenerCount()).toBe(0);
   });
 });
+
+describe("CalibrationExplorer view, browser mode (the view measures the logits itself)", () => {
+  // 4 rows x 3 classes, shifted so that each row's top class is at 0
+  const Z = [0, -1, -2, -0.5, 0, -3, 0, -0.2, -4, -1, -1, 0];
+  const Y = [0, 1, 1, 2];
+
+  async function local(state = {}) {
+    const model = explorerModel({ info: { ...INFO, rows: 4, classes: 3, bins: 5, compute: "browser" }, ...state });
+    view = new CalibrationView(model, el, { timers: manualClock() });
+    const hello = model.lastHello();
+    const s = snapshot(hello.view, hello.req, 1, [op("logits", 0, { z: ["float32", Z] }), op("targets", 0, { y: ["int32", Y] })]);
+    model.custom(s.content, s.buffers);
+    await settle();
+    return model;
+  }
+
+  it("draws what measure.js gives for the buffer the kernel sent", async () => {
+    const model = await local({ temperature: 2 });
+    const { measure, prepare } = await import("../../js/calibration/measure.js");
+    const p = prepare(Float32Array.from(Z), Int32Array.from(Y));
+    const at2 = measure(p, 5, 2);
+    const at1 = measure(p, 5, 1);
+    expect(q("reliability-chart").dataset.temperature).toBe("2");
+    expect(q("ece").textContent).toBe(at2.ece.toFixed(4));
+    expect(q("ece-before").textContent).toBe(at1.ece.toFixed(4));
+    expect(q("reliability-chart").dataset.counts).toBe(Array.from(at2.count).join(","));
+    expect(el.querySelector(".nnx-calibration").dataset.compute).toBe("browser");
+    expect(model.saves).toBe(0);
+  });
+
+  it("redraws on each slider move at once and writes the temperature once it rests", async () => {
+    const model = await local();
+    const slider = q("temperature");
+    const before = q("reliability-chart").dataset.ece;
+    for (const pos of [700, 800, 900]) {
+      slider.value = String(pos);
+      slider.dispatchEvent(new Event("input"));
+    }
+    await settle();
+    const t900 = positionToTemperature(900, 0.05, 20);
+    expect(q("reliability-chart").dataset.temperature).toBe(String(t900));
+    expect(q("reliability-chart").dataset.ece).not.toBe(before);
+    expect(model.saves).toBe(0); // nothing sent while it moves
+    await settle(320);
+    expect(model.saves).toBe(1);
+    expect(model.state.temperature).toBe(t900);
+  });
+
+  it("follows a temperature set from Python by measuring it", async () => {
+    const model = await local();
+    model.set("temperature", 4);
+    await settle();
+    expect(q("reliability-chart").dataset.temperature).toBe("4");
+    expect(q("temperature-value").value).toBe("4");
+    expect(model.saves).toBe(0);
+  });
+});
