@@ -374,6 +374,13 @@ class AbstentionExplorer(NNxWidget):
             }
         )
 
+    def select(self) -> ThresholdSelection:
+        """Choose the threshold again for the current ceiling, guarantee and side (what
+        changing any of them does); returns ``select_threshold``'s selection."""
+        self._select()
+        assert self._selection is not None
+        return self._selection
+
     def _select(self, *, initial: bool = False, move: bool = True) -> None:
         """Choose the threshold for the ceiling (and guarantee) on the ``use`` side."""
         from ..abstention import select_threshold

@@ -445,3 +445,16 @@ def test_bytes_per_threshold_move_do_not_grow_with_the_rows():
     assert sizes[40_000] < 1.3 * sizes[1000]
     assert sizes[40_000] < 8192
     assert math.isfinite(sizes[1000])
+
+
+def test_select_chooses_again_after_a_hand_move(explorer, inputs):
+    _, calibrated, y = inputs
+    chosen = explorer.threshold
+    explorer.threshold = 0.5
+    selection = explorer.select()  # the ceiling did not change: choose again explicitly
+    assert selection.threshold == chosen
+    assert explorer.threshold == chosen
+    assert (
+        selection.threshold
+        == select_threshold(calibrated, y, risk_ceiling=0.05, split_id="v").threshold
+    )
