@@ -9,7 +9,7 @@
 // the rows (synced traits); the curves and the slider's stops come once through the
 // shared transport. One threshold is in flight at a time (shared/latest.js).
 import { Chart } from "../shared/chart.js";
-import { h, legend } from "../shared/dom.js";
+import { h, legend, onCommit } from "../shared/dom.js";
 import { fmtInt, fmtValue } from "../shared/format.js";
 import { LatestRequest } from "../shared/latest.js";
 import { SAVE } from "../shared/protocol.js";
@@ -119,12 +119,15 @@ export class AbstentionView {
     this.slider = h("input", { type: "range", min: "0", max: "0", step: "1", "data-testid": "threshold", "aria-label": "Threshold (stops evenly spread in coverage)" });
     this.slider.addEventListener("input", () => this._onSlider());
     this.number = h("input", { type: "number", min: "0", max: "1", step: "any", class: "nnx-x-number", "data-testid": "threshold-value", "aria-label": "Threshold" });
-    this.number.addEventListener("change", () => {
+    onCommit(this.number, () => {
       const v = Number(this.number.value);
       this.request.request(this.number.value === "" || !Number.isFinite(v) ? this.number.value : v);
     });
     this.ceiling = h("input", { type: "number", min: "0", max: "1", step: "0.005", class: "nnx-x-number", "data-testid": "risk-ceiling", "aria-label": "Risk ceiling" });
-    this.ceiling.addEventListener("change", () => this._setTrait("risk_ceiling", this.ceiling.value === "" ? this.ceiling.value : Number(this.ceiling.value)));
+    onCommit(this.ceiling, () => {
+      const v = this.ceiling.value === "" ? this.ceiling.value : Number(this.ceiling.value);
+      if (v !== this.model.get("risk_ceiling")) this._setTrait("risk_ceiling", v);
+    });
     this.guarantee = h("select", { "data-testid": "guarantee", "aria-label": "Guarantee" });
     for (const [value, label] of GUARANTEES) this.guarantee.append(h("option", { value, text: label }));
     this.guarantee.addEventListener("change", () => this._setTrait("guarantee", this.guarantee.value === "" ? null : Number(this.guarantee.value)));
@@ -161,7 +164,9 @@ export class AbstentionView {
     ]);
 
     this.pathInput = h("input", { type: "text", class: "nnx-x-path", "data-testid": "path", "aria-label": "Policy file", spellcheck: "false" });
-    this.pathInput.addEventListener("change", () => this._setTrait("path", this.pathInput.value));
+    onCommit(this.pathInput, () => {
+      if (this.pathInput.value !== this.model.get("path")) this._setTrait("path", this.pathInput.value);
+    });
     this.saveButton = h("button", { type: "button", class: "nnx-x-button", "data-testid": "save", text: "Save policy" });
     this.saveButton.addEventListener("click", () => {
       if (this.pathInput.value !== this.model.get("path")) this._setTrait("path", this.pathInput.value);

@@ -13,7 +13,7 @@
 //   maximum); the view measures them itself at each move (measure.js) and writes the
 //   temperature to the kernel once the slider rests.
 import { Chart } from "../shared/chart.js";
-import { h, legend } from "../shared/dom.js";
+import { h, legend, onCommit } from "../shared/dom.js";
 import { fmtInt, fmtValue } from "../shared/format.js";
 import { LatestRequest } from "../shared/latest.js";
 import { ViewSync } from "../shared/transport.js";
@@ -124,7 +124,7 @@ export class CalibrationView {
     this.slider = h("input", { type: "range", min: "0", max: String(SLIDER_STEPS), step: "1", "data-testid": "temperature", "aria-label": "Temperature (log scale)" });
     this.slider.addEventListener("input", () => this._onSlider());
     this.number = h("input", { type: "number", min: "0.001", max: "1000", step: "any", class: "nnx-x-number", "data-testid": "temperature-value", "aria-label": "Temperature" });
-    this.number.addEventListener("change", () => this._onNumber());
+    onCommit(this.number, () => this._onNumber());
     this.fitButton = h("button", { type: "button", class: "nnx-x-button nnx-x-primary", "data-testid": "fit", title: "Set the temperature that minimizes the NLL on these rows", text: "Fit" });
     this.fitButton.addEventListener("click", () => this.model.send({ kind: FIT }));
     this.resetButton = h("button", { type: "button", class: "nnx-x-button", "data-testid": "reset", title: "Back to the model's own probabilities", text: "T = 1" });
@@ -169,7 +169,8 @@ export class CalibrationView {
 
     // save
     this.pathInput = h("input", { type: "text", class: "nnx-x-path", "data-testid": "path", "aria-label": "Calibrator file", spellcheck: "false" });
-    this.pathInput.addEventListener("change", () => {
+    onCommit(this.pathInput, () => {
+      if (this.pathInput.value === this.model.get("path")) return;
       this.model.set("path", this.pathInput.value);
       this.model.save_changes();
     });

@@ -206,6 +206,10 @@ describe("CalibrationExplorer view", () => {
     box.value = "2.5";
     box.dispatchEvent(new Event("change"));
     expect(model.state.temperature).toBe(2.5);
+    model.set("revision", 2);
+    box.value = "3.5";
+    box.dispatchEvent(new KeyboardEvent("keydown", { key: "Enter" })); // Enter commits too
+    expect(model.state.temperature).toBe(3.5);
   });
 
   it("shows the kernel's error under the widget", async () => {
