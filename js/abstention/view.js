@@ -207,7 +207,7 @@ export class AbstentionView {
       xDomain: [0, 1],
       yDomain: [0, 1],
       series: [
-        ...sides.map((s) => ({ label: sideTitle(s, info), color: SIDE_COLOR[s] || "--nnx-accent", width: 2 })),
+        ...sides.map((s) => ({ label: sideTitle(s, info), color: SIDE_COLOR[s] || "--nnx-accent", width: 2, dash: s === "uncalibrated" && sides.length > 1 ? [6, 3] : undefined })),
         { label: "risk ceiling", color: "--nnx-bad", width: 1, dash: [6, 4] },
       ],
       xFormat: (v) => fmtValue(v),
@@ -217,7 +217,7 @@ export class AbstentionView {
     this.curveFig.append(
       this.curveReadout,
       legend([
-        ...sides.map((s) => [sideTitle(s, info), `var(${SIDE_COLOR[s] || "--nnx-accent"})`]),
+        ...sides.map((s) => [sideTitle(s, info), `var(${SIDE_COLOR[s] || "--nnx-accent"})`, s === "uncalibrated" && sides.length > 1 ? "nnx-dashed" : ""]),
         ["risk ceiling", "var(--nnx-bad)", "nnx-dashed"],
       ]),
     );

@@ -85,6 +85,9 @@ def click_slider(slider, fraction: float) -> None:
 def screenshot(explorer, name: str) -> None:
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     shot = SCREENSHOTS / name
+    explorer.page.set_viewport_size({"width": 1280, "height": 1400})
+    explorer.evaluate("el => el.scrollIntoView({block: 'start'})")
+    explorer.page.wait_for_timeout(300)  # the charts follow the width they were given
     explorer.screenshot(path=shot, animations="disabled")
     target = DOCS_IMG / name
     if os.environ.get("NNX_UPDATE_DOCS_IMG") == "1" or not target.exists():
@@ -100,7 +103,6 @@ def test_moving_the_temperature_slider_changes_ece_and_a_reload_keeps_it(classro
     before = drawn(explorer)
     assert float(before["temperature"]) == pytest.approx(float(fitted), rel=1e-3)
     assert explorer.get_attribute("data-compute") == "browser"  # 539 x 10 logits: few
-    lab.page.set_viewport_size({"width": 1280, "height": 1400})
     screenshot(explorer, "calibration_explorer.png")
     click_slider(explorer.get_by_test_id("temperature"), 0.3)  # a low temperature: sharper
     fig = explorer.get_by_test_id("reliability-chart")
