@@ -36,6 +36,18 @@ export function prepare(d, y) {
 }
 
 /**
+ * The bin of a confidence: the number of edges (m / bins, m = 1 .. bins - 1) below it, as
+ * the registry's bucketize. conf * bins alone can round across an edge (0.7 * 10 > 7).
+ * @param {number} conf @param {number} bins @param {Float64Array} edges
+ */
+export function binOf(conf, bins, edges) {
+  let b = Math.min(bins - 1, Math.max(0, Math.ceil(conf * bins) - 1));
+  while (b > 0 && conf <= edges[b - 1]) b -= 1;
+  while (b < bins - 1 && conf > edges[b]) b += 1;
+  return b;
+}
+
+/**
  * @param {Prepared} p @param {number} bins @param {number} t the temperature
  * @returns {Measured}
  */
@@ -60,10 +72,7 @@ export function measure(p, bins, t) {
     const conf = 1 / s;
     nll += Math.log(s) - dy[i] * beta;
     brier += s2 / (s * s) - (2 * Math.exp(dy[i] * beta)) / s + 1;
-    // the number of edges below the confidence: its bin
-    let b = Math.min(bins - 1, Math.max(0, Math.ceil(conf * bins) - 1));
-    while (b > 0 && conf <= edges[b - 1]) b -= 1;
-    while (b < bins - 1 && conf > edges[b]) b += 1;
+    const b = binOf(conf, bins, edges);
     count[b] += 1;
     confidence[b] += conf;
     right[b] += correct[i];

@@ -157,6 +157,21 @@ describe("AbstentionExplorer view", () => {
     expect(model.state.threshold).toBe(0.6); // 0.99 was overtaken
   });
 
+  it("leaves the slider under the pointer while a value is in flight", async () => {
+    const model = explorerModel();
+    await shown(model);
+    const slider = q("threshold");
+    slider.value = "4";
+    slider.dispatchEvent(new Event("input"));
+    model.state.threshold = 0.8; // the kernel's value, not yet the dragged one
+    model.emit("change:threshold");
+    expect(slider.value).toBe("4");
+    model.state.threshold = 0.99;
+    model.set("revision", 1); // answered: the slider shows the kernel's value again
+    expect(slider.value).toBe("4");
+    expect(q("threshold-value").value).toBe("0.99");
+  });
+
   it("follows the threshold set from Python to the nearest stop", async () => {
     const model = explorerModel();
     await shown(model);

@@ -278,6 +278,19 @@ describe("CalibrationExplorer view, browser mode (the view measures the logits i
     expect(model.state.temperature).toBe(t900);
   });
 
+  it("keeps the dragged value while its write waits for the slider to rest", async () => {
+    const model = await local();
+    const slider = q("temperature");
+    slider.value = "800";
+    slider.dispatchEvent(new Event("input"));
+    model.emit("change:temperature"); // the kernel's older value arrives meanwhile
+    expect(slider.value).toBe("800");
+    await settle();
+    expect(q("reliability-chart").dataset.temperature).toBe(String(positionToTemperature(800, 0.05, 20)));
+    await settle(320);
+    expect(model.state.temperature).toBe(positionToTemperature(800, 0.05, 20));
+  });
+
   it("follows a temperature set from Python by measuring it", async () => {
     const model = await local();
     model.set("temperature", 4);

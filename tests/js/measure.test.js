@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { measure, prepare } from "../../js/calibration/measure.js";
+import { binOf, measure, prepare } from "../../js/calibration/measure.js";
 
 describe("measure.js (browser mode's arithmetic)", () => {
   it("gives NLL, Brier, ECE and the bins of a hand-computed example", () => {
@@ -31,6 +31,26 @@ describe("measure.js (browser mode's arithmetic)", () => {
     expect(hot.nll).toBeGreaterThan(cold.nll);
     expect(hot.count[7]).toBe(1); // 1 / (1 + e^-1) = 0.731
     expect(cold.count[9]).toBe(1);
+  });
+
+  it("bins a confidence by the edges below it, even where conf * bins rounds onto an edge", () => {
+    const edges = (bins) => Float64Array.from({ length: bins - 1 }, (_, i) => (i + 1) / bins);
+    const up = (x) => {
+      const b = new Float64Array([x]);
+      new BigInt64Array(b.buffer)[0] += 1n; // the next double above x
+      return b[0];
+    };
+    expect(binOf(0.7, 10, edges(10))).toBe(6); // on the edge: the lower bin, (0.6, 0.7]
+    expect(binOf(up(0.7), 10, edges(10))).toBe(7);
+    // just above 11/15, yet times 15 it rounds to exactly 11: ceil alone says bin 10
+    const above = up(11 / 15);
+    expect(above * 15).toBe(11);
+    expect(binOf(above, 15, edges(15))).toBe(11);
+    // on the edge 7/25 = 0.28, yet times 25 it rounds above 7: ceil alone says bin 7
+    expect(0.28 * 25).toBeGreaterThan(7);
+    expect(binOf(7 / 25, 25, edges(25))).toBe(6);
+    expect(binOf(0, 10, edges(10))).toBe(0);
+    expect(binOf(1, 10, edges(10))).toBe(9);
   });
 
   it("refuses a buffer that does not fit the targets", () => {

@@ -548,3 +548,29 @@ def pathlib_root():
     import pathlib
 
     return pathlib.Path(__file__).resolve().parents[2]
+
+
+def test_every_widget_refuses_bad_view_input_and_sends_its_own_value_back():
+    """The base (NNxWidget.set_state) does it for every widget: the monitor too."""
+    from nnx_lab.widgets import TrainingMonitor
+
+    monitor = TrainingMonitor(smoothing=0.8)
+    try:
+        fe = FakeFrontend(monitor)
+        monitor.set_state({"smoothing": 5.0})
+        assert monitor.smoothing == 0.8
+        assert "smoothing" in monitor.error
+        assert "Traceback" not in monitor.error
+        assert fe.updates[-1] == {"smoothing": 0.8}
+    finally:
+        monitor.close()
+
+
+def test_a_confidence_on_a_bin_edge_falls_in_the_lower_bin_as_in_the_registry():
+    # tied logits: p = 0.5 exactly, the edge between (0.4, 0.5] and (0.5, 0.6] of 10 bins
+    z = torch.tensor([[0.0, 0.0], [0.0, 0.0], [2.0, 0.0], [0.0, 3.0]])
+    y = torch.tensor([0, 1, 0, 1])
+    prediction = prediction_from_logits(z, ProbabilitySpec("categorical"))
+    point = TemperatureSweep(prediction, y, 10).at(1.0)
+    assert point.counts[4] == 2
+    assert point.counts == list(reliability_diagram(prediction, y, bins=10).counts)

@@ -15,7 +15,9 @@ import nnx_lab
 ROOT = Path(__file__).resolve().parents[2]
 
 EXPECTED = {
+    "AbstentionExplorer",
     "Activations",
+    "CalibrationExplorer",
     "Callback",
     "CheckpointCorruptError",
     "Checkpoints",
