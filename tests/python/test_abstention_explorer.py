@@ -458,3 +458,29 @@ def test_select_chooses_again_after_a_hand_move(explorer, inputs):
         selection.threshold
         == select_threshold(calibrated, y, risk_ceiling=0.05, split_id="v").threshold
     )
+
+
+def test_the_views_transport_ends_with_the_kernels_curves_and_stops(explorer, tmp_path):
+    """Replayed through the real js/shared/transport.js (Node): after a snapshot and a
+    change of side, the view holds the kernel's curve and the new side's stops."""
+    from test_widget_contract import replay
+
+    fe = shown(explorer)
+    explorer.use = "uncalibrated"
+    held = replay(fe.custom_with_buffers(), fe.view, tmp_path, series=("curve", "stops"))
+    assert held["synced"] is True
+    for name, table in (("curve", explorer._curve), ("stops", explorer._stop_table)):
+        js = held["series"][name]
+        assert js["length"] == len(table)
+        for field in table.fields:
+            kernel = [
+                "NaN" if isinstance(v, float) and math.isnan(v) else v
+                for v in table.column(field).tolist()
+            ]
+            assert js["columns"][field] == kernel, (name, field)
+    assert (
+        held["series"]["stops"]["columns"]["threshold"]
+        == (
+            explorer.curve("uncalibrated").thresholds[explorer._sides["uncalibrated"].stops[::-1]]
+        ).tolist()
+    )

@@ -574,3 +574,25 @@ def test_a_confidence_on_a_bin_edge_falls_in_the_lower_bin_as_in_the_registry():
     point = TemperatureSweep(prediction, y, 10).at(1.0)
     assert point.counts[4] == 2
     assert point.counts == list(reliability_diagram(prediction, y, bins=10).counts)
+
+
+def test_the_views_transport_ends_with_the_kernels_tables(explorer, tmp_path):
+    """The kernel's messages replayed through the real js/shared/transport.js (Node): a
+    view that joined, then saw three moves, holds exactly the kernel's bins and metrics."""
+    from test_widget_contract import replay
+
+    fe = shown(explorer)
+    for t in (0.5, 2.0, 3.3):
+        explorer.temperature = t
+    held = replay(fe.custom_with_buffers(), fe.view, tmp_path, series=("bins", "metrics"))
+    assert held["synced"] is True
+    for name, table in (("bins", explorer._bins), ("metrics", explorer._metrics)):
+        js = held["series"][name]
+        assert js["length"] == len(table)
+        for field in table.fields:
+            kernel = [
+                "NaN" if isinstance(v, float) and math.isnan(v) else v
+                for v in table.column(field).tolist()
+            ]
+            assert js["columns"][field] == kernel, (name, field)
+    assert held["series"]["metrics"]["columns"]["temperature"] == [1.0, 3.3]
