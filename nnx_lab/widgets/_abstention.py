@@ -313,7 +313,7 @@ class AbstentionExplorer(NNxWidget):
     def _valid_path(self, proposal: Any) -> str:
         value = proposal["value"]
         if not value.strip():
-            raise t.TraitError("path='' is invalid: name the JSON file Save writes")
+            raise t.TraitError(f"path={value!r} is invalid: name the JSON file Save writes")
         return value
 
     @staticmethod

@@ -98,6 +98,11 @@ class CalibrationExplorer(NNxWidget):
     ``explorer.temperature = 2.0``, ``explorer.fit()``, ``explorer.path = "cal.json"``,
     ``explorer.save()``. ``explorer.metrics`` reads NLL / Brier / ECE at the current
     temperature, ``explorer.metrics_before`` at T = 1.
+
+    ``compute`` says who measures a slider move: ``"browser"`` (the view, from the
+    logits sent once as float32), ``"kernel"`` (the kernel, sending per-bin summaries),
+    or ``"auto"``: the browser up to ``BROWSER_MAX_LOGITS`` categorical logits, the
+    kernel above (``benchmarks/explorer_slider.py`` measured both; docs/explorers.md).
     """
 
     _bundle_name = "calibration"
@@ -237,7 +242,8 @@ class CalibrationExplorer(NNxWidget):
         value = proposal["value"]
         if not value.strip():
             raise t.TraitError(
-                "path='' is invalid: name the JSON file Save writes (e.g. 'calibrator.json')"
+                f"path={value!r} is invalid: name the JSON file Save writes (e.g. "
+                "'calibrator.json')"
             )
         return value
 

@@ -183,7 +183,7 @@ def test_an_empty_path_from_a_view_is_refused(explorer):
     explorer.path = "cal.json"
     explorer.set_state({"path": "  "})
     assert explorer.path == "cal.json"
-    assert "path='' is invalid" in explorer.error
+    assert "path='  ' is invalid" in explorer.error
 
 
 # ---------------------------------------------------------------- fit and save
