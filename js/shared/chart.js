@@ -2,7 +2,9 @@
 // the widgets share. Non-finite values become gaps; linear or log scales on either
 // axis; a hover readout hook; click-to-pick; drag to zoom (x), shift-drag to pan,
 // double-click or resetZoom() to go back; min/max bands; bars; axis titles; marks
-// (thinned when dense) and labelled markers; colours from JupyterLab's theme.
+// (thinned when dense) and labelled markers; fixed domains (xDomain / yDomain: the
+// axes do not follow the data, e.g. probabilities on [0, 1]); dots (an operating
+// point); colours from JupyterLab's theme.
 import uPlot from "uplot";
 import "uplot/dist/uPlot.min.css";
 
@@ -14,8 +16,10 @@ import "uplot/dist/uPlot.min.css";
  *   hidden: drawn only as the edge of a band (no line, no legend).
  * @typedef {{upper: number, lower: number, fill: string}} BandSpec  (indices into series)
  * @typedef {{x: number, label: string, color: string}} Marker
+ * @typedef {{x: number, y: number, color: string, label?: string}} Dot  (a point drawn on top)
  * @typedef {{title: string, xLabel: string, yLabel: string, height?: number,
  *   series: SeriesSpec[], bands?: BandSpec[], logX?: boolean, logY?: boolean,
+ *   xDomain?: [number, number], yDomain?: [number, number],
  *   xFormat?: (v: number) => string, yFormat?: (v: number) => string,
  *   sync?: string, onCursor?: (idx: number|null) => void,
  *   onPick?: (pick: {idx: number, x: number, values: (number|null)[]}) => void,
@@ -123,6 +127,8 @@ export class Chart {
     this.marks = [];
     /** @type {Marker[]} */
     this.markers = [];
+    /** @type {Dot[]} */
+    this.dots = [];
     /** current data as given (x, then one array per series) */
     this._x = new Float64Array(0);
     /** @type {ArrayLike<number>[]} */
@@ -242,6 +248,7 @@ export class Chart {
 
   /** x range from the data; a fixed one while there is none (uPlot needs a range to draw axes). */
   _xRange(min, max) {
+    if (this.opts.xDomain) return [...this.opts.xDomain];
     const log = this.opts.logX;
     if (min == null || max == null || !Number.isFinite(min) || !Number.isFinite(max)) return log ? [1, 10] : [0, 1];
     if (min === max) return log ? [min / 2, max * 2] : [min - 1, max + 1];
@@ -250,6 +257,7 @@ export class Chart {
 
   /** y range from the data shown, padded; log ranges cover whole decades. */
   _yRange(min, max) {
+    if (this.opts.yDomain) return [...this.opts.yDomain];
     const log = this.opts.logY;
     if (min == null || max == null || !Number.isFinite(min) || !Number.isFinite(max)) return log ? [0.1, 1] : [0, 1];
     if (log) return uPlot.rangeLog(min, max, 10, false);
@@ -408,6 +416,20 @@ export class Chart {
     if (this.plot) this.plot.redraw(false, false);
   }
 
+  /** A fixed y domain ([min, max]), or null to follow the data again. */
+  setYDomain(domain) {
+    const same = (a, b) => a === b || (a && b && a[0] === b[0] && a[1] === b[1]);
+    if (same(this.opts.yDomain || null, domain || null)) return;
+    this.opts.yDomain = domain || undefined;
+    if (this.plot) this.plot.setData(this._plotData(), this.xRange === null && this.xWindow === null);
+  }
+
+  /** Points drawn on top of the series (e.g. the current operating point). */
+  setDots(dots) {
+    this.dots = dots;
+    if (this.plot) this.plot.redraw(false, false);
+  }
+
   /** Labelled vertical markers (e.g. "loss non-finite since step N"). */
   setMarkers(markers) {
     this.markers = markers;
@@ -456,6 +478,20 @@ export class Chart {
       const right = x + 4 * dpr + w < left + width;
       ctx.textAlign = right ? "left" : "right";
       ctx.fillText(m.label, right ? x + 4 * dpr : x - 4 * dpr, top + 4 * dpr);
+    }
+    this.info.dotsDrawn = 0;
+    for (const d of this.dots) {
+      if (!Number.isFinite(d.x) || !Number.isFinite(d.y) || !inRange(d.x)) continue;
+      const x = u.valToPos(d.x, "x", true);
+      const y = u.valToPos(d.y, "y", true);
+      ctx.fillStyle = resolveColor(this.host, d.color, "#d32f2f");
+      ctx.strokeStyle = cssVar(this.host, "--jp-layout-color0", "#ffffff");
+      ctx.lineWidth = 2 * dpr;
+      ctx.beginPath();
+      ctx.arc(x, y, 5 * dpr, 0, 2 * Math.PI);
+      ctx.fill();
+      ctx.stroke();
+      this.info.dotsDrawn += 1;
     }
     ctx.restore();
   }
