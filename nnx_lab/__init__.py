@@ -56,6 +56,7 @@ _EXPORTS: dict[str, str] = {
     "data_splits": "nnx_lab.data_splits",
     "preprocessing": "nnx_lab.preprocessing",
     "TrainingMonitor": "nnx_lab.widgets",
+    "open_in_panel": "nnx_lab.widgets",
     "list_runs": "nnx_lab.runs",
     "lr_finder": "nnx_lab.lr_finder",
     "LRFinderResult": "nnx_lab.lr_finder",

@@ -60,6 +60,7 @@ EXPECTED = {
     "events",
     "list_runs",
     "lr_finder",
+    "open_in_panel",
     "request_stop",
     "precision",
     "precision_support",
