@@ -14,7 +14,7 @@ import { LabIcon } from "@jupyterlab/ui-components";
 import { Widget } from "@lumino/widgets";
 import { ApiError, RunsApi } from "./api.js";
 import { CompareView } from "./compare_view.js";
-import { OPEN_EVENT, OPEN_MIME, OpenRunRenderer } from "./open_run.js";
+import { OPEN_EVENT, OPEN_MIME, renderOpenRun } from "./open_run.js";
 import { RunsList } from "./runs_list.js";
 import { RunView } from "./run_view.js";
 
@@ -45,6 +45,20 @@ function requester(settings) {
     }
     return data;
   };
+}
+
+/** The renderer of nnx_lab.open_in_panel's output. */
+class OpenRunRenderer extends Widget {
+  constructor(options, open, inLab) {
+    super();
+    this.mimeType = options.mimeType;
+    this.open = open;
+    this.inLab = inLab;
+    this.addClass("nnx-open-run");
+  }
+  async renderModel(model) {
+    renderOpenRun(this.node, model.data[this.mimeType], { open: this.open, inLab: this.inLab, trusted: Boolean(model.trusted) });
+  }
 }
 
 /** A Lumino widget around one of our DOM views. */
@@ -162,7 +176,7 @@ const plugin = {
           safe: true,
           mimeTypes: [OPEN_MIME],
           defaultRank: 10,
-          createRenderer: (options) => new OpenRunRenderer(options, { app, command: COMMAND.openPath, inLab }),
+          createRenderer: (options) => new OpenRunRenderer(options, (args) => app.commands.execute(COMMAND.openPath, args), inLab),
         },
         10,
       );
