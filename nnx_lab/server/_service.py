@@ -47,6 +47,8 @@ LOG = "metrics.jsonl"
 MAX_COMPARED = 8
 _MAX_DAMAGE_NOTES = 20  # damaged lines described per log page
 _MIN_PAGE = 4096
+# what a writer records (nnx_lab.engine.enums.RunStatus, without importing the engine)
+_STATUSES = frozenset({"created", "running", "stopped", "finished", "failed"})
 
 
 class ApiError(Exception):
@@ -67,6 +69,8 @@ class _Cached:
 def _error_text(exc: BaseException) -> str:
     if isinstance(exc, FileRefused | RunRecordError):
         return exc.reason
+    if isinstance(exc, TooLarge):
+        return f"too large to show ({exc})"
     return f"{type(exc).__name__}: {exc}"[:300]
 
 
@@ -180,6 +184,10 @@ class RunsService:
             row["refused"] = True
         else:
             meta, error = self._metadata(path, budget)
+            status = meta.get("status", "created") if meta is not None else None
+            if meta is not None and not (isinstance(status, str) and status in _STATUSES):
+                shown = repr(meta.get("status"))[:60]
+                meta, error = None, f"metadata.yaml: status {shown} is not a run status"
             if meta is None:
                 row = damaged_row(path, error or "unreadable")
             else:
