@@ -100,7 +100,7 @@ const plugin = {
     const api = new RunsApi(requester(ServerConnection.makeSettings()));
     const icon = new LabIcon({ name: "nnx-lab:runs", svgstr: ICON_SVG });
 
-    const openRun = async ({ folder, runId, label }) => {
+    const openRun = async ({ folder, runId, label, beside = null }) => {
       const id = `nnx-lab-run-${folder}-${runId}`;
       const existing = runs.find((w) => w.id === id);
       if (existing) {
@@ -114,9 +114,11 @@ const plugin = {
       widget.title.icon = icon;
       widget.title.closable = true;
       widget.args = { folder, runId, label: label || "" };
-      // side by side with the last run panel opened, so live runs can be watched together
-      const last = runs.currentWidget && !runs.currentWidget.isDisposed ? runs.currentWidget : null;
-      app.shell.add(widget, "main", last ? { mode: "split-right", ref: last.id } : undefined);
+      // side by side with the last run panel opened (live runs are watched together),
+      // or with the notebook that asked for it
+      const last = runs.currentWidget && !runs.currentWidget.isDisposed && runs.currentWidget.isAttached ? runs.currentWidget : null;
+      const ref = last || beside;
+      app.shell.add(widget, "main", ref ? { mode: "split-right", ref: ref.id } : undefined);
       await runs.add(widget);
       app.shell.activateById(id);
       return widget;
@@ -138,10 +140,11 @@ const plugin = {
 
     /** Open the run `runId` of the runs folder at `path` (what a kernel knows). */
     const openAt = async ({ runId, path }) => {
+      const beside = app.shell.currentWidget && app.shell.currentWidget.id ? app.shell.currentWidget : null;
       for (const refresh of [false, true]) {
         const listing = await api.listRuns({ refresh });
         const folder = (listing.folders || []).find((f) => f.path === path);
-        if (folder) return openRun({ folder: folder.key, runId, label: folder.label });
+        if (folder) return openRun({ folder: folder.key, runId, label: folder.label, beside });
       }
       Notification.error(
         `nnx-lab: run ${runId.slice(0, 8)} is in ${path}, which the runs panel does not read. ` +
@@ -197,9 +200,8 @@ const plugin = {
     app.commands.addCommand(COMMAND.show, {
       label: "Show nnx-lab runs",
       caption: "The runs the server finds, live: open, compare, stop",
-      execute: () => {
-        app.shell.activateById(side.id);
-      },
+      // after the layout is restored, or the restore would close the panel again
+      execute: () => app.restored.then(() => app.shell.activateById(side.id)),
     });
     if (palette) palette.addItem({ command: COMMAND.show, category: "nnx-lab" });
 
