@@ -18,6 +18,7 @@ from jupyter_server.base.handlers import APIHandler
 from jupyter_server.utils import url_path_join
 from tornado import web
 
+from ._files import json_safe
 from ._service import ApiError, RunsService
 
 __all__ = ["AUTH_RESOURCE", "setup_handlers"]
@@ -50,7 +51,11 @@ class _RunsHandler(APIHandler):
             return
         self.set_header("Content-Type", "application/json")
         self.set_header("Cache-Control", "no-store")
-        self.finish(json.dumps(data, allow_nan=False))
+        try:
+            body = json.dumps(data, allow_nan=False)
+        except ValueError:  # a number JSON cannot carry (a log's 1e400): as text
+            body = json.dumps(json_safe(data, budget=10_000_000), allow_nan=False)
+        self.finish(body)
 
     def _int_arg(self, name: str, default: int | None) -> int | None:
         text = self.get_query_argument(name, None)

@@ -401,7 +401,9 @@ class RunsService:
                 if not isinstance(obj, dict):
                     raise ValueError(f"a JSON {type(obj).__name__}, not an object")
                 _check_event(obj)
-                events.append(json_safe(obj, budget=10_000, depth=8))
+                # a line without NaN or Infinity parses to JSON a browser reads as is
+                safe = b"NaN" not in raw and b"Infinity" not in raw
+                events.append(obj if safe else json_safe(obj, budget=10_000, depth=8))
             except Exception as exc:  # a damaged line is counted, never fatal
                 reply["bad_lines"] += 1
                 if len(reply["damage"]) < _MAX_DAMAGE_NOTES:

@@ -526,7 +526,7 @@ def test_damaged_run_folders_are_shown_as_damaged_and_the_server_goes_on(api, jp
     (runs / "not-a-run").mkdir()  # odd names: not runs, not listed
     (runs / "we\nird <b>name").mkdir()
     log_lines = [
-        json.dumps(_step(1)),
+        json.dumps(_step(1)).replace("1.0", "1e400"),  # a number that overflows to inf
         "not json at all",
         "[1, 2, 3]",
         json.dumps({"event": "no_such_event"}),
@@ -555,6 +555,7 @@ def test_damaged_run_folders_are_shown_as_damaged_and_the_server_goes_on(api, jp
     code, page = api(f"runs/{key}/{'9' * 32}/log")
     assert code == 200
     assert [e["step"] for e in page["events"]] == [1, 3]
+    assert page["events"][0]["loss"] == "Infinity"
     assert page["bad_lines"] == 4
     assert [d["offset"] for d in page["damage"]] == [
         sum(len(x) + 1 for x in log_lines[:i]) for i in (1, 2, 3, 4)
