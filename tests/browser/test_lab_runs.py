@@ -233,11 +233,6 @@ def test_the_panel_lists_the_runs_and_a_click_opens_a_run_drawn(server, page, tw
     expect(run_panel(lab, b).get_by_test_id("status")).to_have_text("finished")
     boxes = [run_panel(lab, x).bounding_box() for x in (a, b)]
     assert boxes[0]["x"] + boxes[0]["width"] <= boxes[1]["x"] + 2  # side by side
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    shot = SCREENSHOTS / "lab_runs.png"
-    lab.page.screenshot(path=shot, animations="disabled")
-    if os.environ.get("NNX_UPDATE_DOCS_IMG") == "1" or not DOCS_IMG.exists():
-        shutil.copyfile(shot, DOCS_IMG)
     # a reload brings the run panels back, drawn from the server again (once the
     # workspace, kept by the server, holds them)
     keys = {f"nnx-lab-run:{row(lab, x).get_attribute('data-folder')}/{x}" for x in (a, b)}
@@ -253,7 +248,9 @@ def test_the_panel_lists_the_runs_and_a_click_opens_a_run_drawn(server, page, tw
     expect(run_panel(lab, b)).to_have_count(1)
 
 
-def test_a_running_run_is_followed_live_and_its_stop_button_stops_it(server, page, lab_dir):
+def test_a_running_run_is_followed_live_and_its_stop_button_stops_it(
+    server, page, lab_dir, two_runs
+):
     proc = train(lab_dir / "runs", lr=1e-2, seed=7, epochs=400, sleep=0.02)
     try:
         lab = page()
@@ -261,6 +258,8 @@ def test_a_running_run_is_followed_live_and_its_stop_button_stops_it(server, pag
         running = panel.locator('[data-testid="run-row"][data-status="running"]')
         expect(running).to_have_count(1, timeout=LIVE_TIMEOUT)
         run_id = running.get_attribute("data-run-id")
+        row(lab, two_runs[0]).click()  # a finished run, for the picture beside the live one
+        expect(run_panel(lab, two_runs[0]).get_by_test_id("status")).to_have_text("finished")
         running.click()
         view = run_panel(lab, run_id)
         expect(view.get_by_test_id("status")).to_have_text("running")
@@ -277,6 +276,12 @@ def test_a_running_run_is_followed_live_and_its_stop_button_stops_it(server, pag
             timeout=LIVE_TIMEOUT,
         )
         assert view.get_attribute("data-following") == "live"
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        shot = SCREENSHOTS / "lab_runs.png"
+        lab.page.screenshot(path=shot, animations="disabled")
+        # the README's picture is refreshed on request: NNX_UPDATE_DOCS_IMG=1
+        if os.environ.get("NNX_UPDATE_DOCS_IMG") == "1" or not DOCS_IMG.exists():
+            shutil.copyfile(shot, DOCS_IMG)
         stop = view.get_by_test_id("stop")
         expect(stop).to_be_enabled()
         stop.click()
