@@ -125,6 +125,12 @@ const plugin = {
     };
 
     const compare = (list) => {
+      const name = list.map((r) => `${r.folder}/${r.runId}`).join(",");
+      const open = compares.find((w) => w.args.runs.map((r) => `${r.folder}/${r.runId}`).join(",") === name);
+      if (open) {
+        app.shell.activateById(open.id);
+        return open;
+      }
       const widget = new ViewWidget((node) => new CompareView(node, { api, runs: list }));
       widget.id = `nnx-lab-compare-${Date.now().toString(36)}`;
       widget.title.label = `compare ${list.length} runs`;
@@ -211,6 +217,11 @@ const plugin = {
         command: COMMAND.open,
         args: (w) => w.args,
         name: (w) => `${w.args.folder}/${w.args.runId}`,
+      });
+      restorer.restore(compares, {
+        command: COMMAND.compare,
+        args: (w) => w.args,
+        name: (w) => w.args.runs.map((r) => `${r.folder}/${r.runId}`).join(","),
       });
     }
 

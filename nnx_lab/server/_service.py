@@ -261,8 +261,9 @@ class RunsService:
         budget = [self.config.listing_budget_bytes]
         rows = [self._row(folder, path, budget) for _, folder, path in entries]
         live = {path for _, _, path in entries}
-        for stale in [p for p in self._meta_cache if p not in live]:
-            del self._meta_cache[stale]
+        # list() copies the keys at once: another request's thread may add to the cache
+        for stale in [p for p in list(self._meta_cache) if p not in live]:
+            self._meta_cache.pop(stale, None)
         rows.sort(
             key=lambda r: (
                 r.get("started_at") if isinstance(r.get("started_at"), int | float) else 0.0
@@ -438,6 +439,10 @@ class RunsService:
             )
         except ValueError as exc:
             raise ApiError(409, str(exc)) from None
+        except OSError as exc:  # the run's folder is not writable by the server
+            raise ApiError(
+                500, f"run {run_id}: the stop request could not be written ({exc.strerror})"
+            ) from None
         return {
             "run_id": run_id,
             "folder": folder.key,

@@ -166,6 +166,18 @@ def run_panel(lab, run_id):
     return lab.page.locator(f'[data-testid="run-panel"][data-run-id="{run_id}"]')
 
 
+def wait_saved(server, lab, holds, timeout=30.0):
+    """Until the page's workspace, kept by the server, ``holds(its keys)`` (a reload
+    restores what it holds)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        saved = set(server.api(f"/lab/api/workspaces/{lab.workspace}")["data"])
+        if holds(saved):
+            return
+        time.sleep(0.3)
+    raise AssertionError(f"the workspace never held what was asked; it holds {sorted(saved)}")
+
+
 # -- the tests -------------------------------------------------------------------------------
 
 
@@ -236,11 +248,7 @@ def test_the_panel_lists_the_runs_and_a_click_opens_a_run_drawn(server, page, tw
     # a reload brings the run panels back, drawn from the server again (once the
     # workspace, kept by the server, holds them)
     keys = {f"nnx-lab-run:{row(lab, x).get_attribute('data-folder')}/{x}" for x in (a, b)}
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if keys <= set(server.api(f"/lab/api/workspaces/{lab.workspace}")["data"]):
-            break
-        time.sleep(0.3)
+    wait_saved(server, lab, lambda saved: keys <= saved)
     lab.page.reload(wait_until="domcontentloaded")
     expect(run_panel(lab, a).get_by_test_id("loss-chart")).to_have_attribute(
         "data-points", str(steps)
@@ -305,7 +313,9 @@ def test_a_running_run_is_followed_live_and_its_stop_button_stops_it(
     expect(row(lab, run_id)).to_have_attribute("data-status", "stopped", timeout=LIVE_TIMEOUT)
 
 
-def test_compare_overlays_two_runs_in_two_colours_with_the_values_that_differ(page, two_runs):
+def test_compare_overlays_two_runs_in_two_colours_with_the_values_that_differ(
+    server, page, two_runs
+):
     a, b = two_runs
     lab = page()
     open_side_panel(lab)
@@ -325,6 +335,16 @@ def test_compare_overlays_two_runs_in_two_colours_with_the_values_that_differ(pa
         assert pixels(chart, color) > 150, color
     assert pixels(view.get_by_test_id("compare-epoch-chart"), RUN_COLORS[1]) > 50
     view.screenshot(path=SCREENSHOTS / "lab_compare.png")
+    # a reload brings the comparison back
+    wait_saved(
+        server,
+        lab,
+        lambda saved: any(k.startswith("nnx-lab-compare:") and a in k and b in k for k in saved),
+    )
+    lab.page.reload(wait_until="domcontentloaded")
+    expect(
+        lab.page.locator('[data-testid="diff-row"][data-what="train.optim.max_lr"]')
+    ).to_have_attribute("data-changes-id", "yes")
 
 
 def test_a_notebook_opens_a_runs_panel(server, page, two_runs, lab_dir):

@@ -70,7 +70,20 @@ def test_the_wheel_ships_the_labextension_and_enables_the_server_extension(wheel
     assert not any(n.startswith("nnx_lab/labextension/") for n in names)  # once, as data
 
 
+def _own_install():
+    """This environment's nnx-lab: its metadata and its installed labextension."""
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    try:
+        dist = distribution("nnx-lab")
+    except PackageNotFoundError:
+        return None
+    lab = Path(sys.prefix) / "share" / "jupyter" / "labextensions" / "nnx-lab"
+    return (dist.version, lab.exists())
+
+
 def test_installed_from_the_wheel_jupyter_lists_both_extensions_enabled(wheel, tmp_path):
+    before = _own_install()
     prefix = tmp_path / "prefix"
     subprocess.run(
         [
@@ -81,6 +94,7 @@ def test_installed_from_the_wheel_jupyter_lists_both_extensions_enabled(wheel, t
             "-q",
             "--no-deps",
             "--no-index",
+            "--ignore-installed",  # never touch this environment's own nnx-lab
             "--prefix",
             str(prefix),
             str(wheel),
@@ -88,6 +102,7 @@ def test_installed_from_the_wheel_jupyter_lists_both_extensions_enabled(wheel, t
         check=True,
         capture_output=True,
     )
+    assert _own_install() == before  # the prefix install left this environment alone
     site = next(prefix.glob("lib/python*/site-packages"))
     env = {
         **os.environ,
