@@ -147,10 +147,15 @@ const plugin = {
     /** Open the run `runId` of the runs folder at `path` (what a kernel knows). */
     const openAt = async ({ runId, path }) => {
       const beside = app.shell.currentWidget && app.shell.currentWidget.id ? app.shell.currentWidget : null;
-      for (const refresh of [false, true]) {
-        const listing = await api.listRuns({ refresh });
-        const folder = (listing.folders || []).find((f) => f.path === path);
-        if (folder) return openRun({ folder: folder.key, runId, label: folder.label, beside });
+      try {
+        for (const refresh of [false, true]) {
+          const listing = await api.listRuns({ refresh });
+          const folder = (listing.folders || []).find((f) => f.path === path);
+          if (folder) return await openRun({ folder: folder.key, runId, label: folder.label, beside });
+        }
+      } catch (err) {
+        Notification.error(`nnx-lab: cannot open run ${runId.slice(0, 8)}: ${err && err.message ? err.message : err}`, { autoClose: false });
+        return null;
       }
       Notification.error(
         `nnx-lab: run ${runId.slice(0, 8)} is in ${path}, which the runs panel does not read. ` +
