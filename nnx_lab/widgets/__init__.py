@@ -1,5 +1,6 @@
 """nnx-lab's JupyterLab widgets (anywidget): the live TrainingMonitor, the PlanBuilder
-form, the DriftReport table, and the CalibrationExplorer and AbstentionExplorer.
+form, the DriftReport table, the CalibrationExplorer and AbstentionExplorer, and
+``open_in_panel`` (a run in the JupyterLab runs panel).
 
 The front end is built from ``js/`` into ``nnx_lab/static/`` by ``npm run build``
 (``pip install -e .`` runs it). The wire protocol is in ``_protocol.py``. The
@@ -15,6 +16,7 @@ from typing import Any
 from ._bundle import BundleMissingError
 from ._drift import DriftReport
 from ._monitor import TrainingMonitor
+from ._panel import open_in_panel
 from ._plan_builder import PlanBuilder
 
 __all__ = [
@@ -24,6 +26,7 @@ __all__ = [
     "DriftReport",
     "PlanBuilder",
     "TrainingMonitor",
+    "open_in_panel",
 ]
 
 _LAZY = {
