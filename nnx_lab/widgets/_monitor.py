@@ -50,7 +50,7 @@ _TERMINAL = ("stopped", "finished", "failed")
 _RATE_WINDOW_S = 10.0
 _LIVENESS_S = 1.0  # how often a follower checks that the run it follows can still write
 # Counts, not metrics: kept out of the epoch series (the table and the chart).
-_NOT_METRICS = frozenset({"samples"})
+_NOT_METRICS = frozenset({"samples", "valid"})
 _PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 _MAX_PNG_BYTES = 4 * 1024 * 1024
 
@@ -110,6 +110,39 @@ def _finite(value: Any) -> float | None:
     except (TypeError, ValueError):
         return None
     return number if math.isfinite(number) else None
+
+
+_MONITOR_KEY = "monitor"  # epoch series column: the monitored value of each epoch
+
+
+def _epoch_values(event: EpochEnded) -> dict[str, float]:
+    """An epoch's values as flat series columns: ``train.<name>`` / ``val.<name>`` for
+    record fields and registry metrics alike (``metrics`` is flattened; counts are
+    left out), and ``monitor`` for a declared monitor's value (NaN: unavailable)."""
+    out: dict[str, float] = {}
+    for part, values in (("train", event.train), ("val", event.val)):
+        for name, value in (values or {}).items():
+            if name in _NOT_METRICS or name == "extra":
+                continue
+            if name == "metrics" and isinstance(value, dict):
+                for metric, v in value.items():
+                    out[f"{part}.{metric}"] = math.nan if v is None else float(v)
+                continue
+            out.setdefault(f"{part}.{name}", math.nan if value is None else float(value))
+    selection = getattr(event, "selection", None)
+    if selection:
+        value = selection.get("value")
+        out[_MONITOR_KEY] = math.nan if value is None else float(value)
+    return out
+
+
+def _run_labels(config: dict[str, Any] | None) -> tuple[str, str, str]:
+    """(task kind, monitored series key, monitor mode) from a run's configuration."""
+    config = config or {}
+    task = (config.get("model") or {}).get("task") or {}
+    monitor = (config.get("train") or {}).get("monitor") or {}
+    key = f"{monitor.get('split', 'val')}.{monitor['metric']}" if monitor.get("metric") else ""
+    return str(task.get("kind") or ""), key, str(monitor.get("mode") or "")
 
 
 def _positive_int(value: Any, name: str, least: int) -> int:
@@ -173,6 +206,15 @@ class TrainingMonitor(NNxWidget):
     snapshot_of = t.Unicode(
         "", help="'<run id>:<status>' of the picture the fallback output holds."
     ).tag(sync=True)
+    task_kind = t.Unicode(
+        "", help="The run's declared task: categorical, regression, multilabel; '' for none."
+    ).tag(sync=True)
+    monitor_metric = t.Unicode(
+        "", help="The epoch series key the run's MonitorSpec selects on, e.g. 'val.nll'."
+    ).tag(sync=True)
+    monitor_mode = t.Unicode("", help="'min' or 'max': the monitor's better direction.").tag(
+        sync=True
+    )
 
     def __init__(
         self,
@@ -253,6 +295,7 @@ class TrainingMonitor(NNxWidget):
                 self.last_loss = self.last_finite_loss = None
                 self.last_finite_step = self.loss_nonfinite_since = None
                 self.loss_nonfinite_steps = 0
+                self.task_kind = self.monitor_metric = self.monitor_mode = ""
 
     @property
     def loss_points(self) -> int:
@@ -286,17 +329,18 @@ class TrainingMonitor(NNxWidget):
         for i in range(len(cols["epoch"])):
             train = {m[6:]: _finite(cols[m][i]) for m in metrics if m.startswith("train.")}
             val = {m[4:]: _finite(cols[m][i]) for m in metrics if m.startswith("val.")}
-            rows.append(
-                {
-                    "epoch": cols["epoch"][i],
-                    "step": cols["step"][i],
-                    "lr": _finite(cols["lr"][i]),
-                    "seconds": _finite(cols["seconds"][i]),
-                    "improved": bool(cols["improved"][i]),
-                    "train": {k: v for k, v in train.items() if v is not None},
-                    "val": {k: v for k, v in val.items() if v is not None} or None,
-                }
-            )
+            row = {
+                "epoch": cols["epoch"][i],
+                "step": cols["step"][i],
+                "lr": _finite(cols["lr"][i]),
+                "seconds": _finite(cols["seconds"][i]),
+                "improved": bool(cols["improved"][i]),
+                "train": {k: v for k, v in train.items() if v is not None},
+                "val": {k: v for k, v in val.items() if v is not None} or None,
+            }
+            if _MONITOR_KEY in cols:  # a declared monitor: its value (None: unavailable)
+                row["monitor"] = _finite(cols[_MONITOR_KEY][i])
+            rows.append(row)
         return rows
 
     @property
@@ -348,6 +392,7 @@ class TrainingMonitor(NNxWidget):
                 self.epoch = self._epoch_seen
                 self.n_epochs = int(event.start_epoch) + int(event.n_epochs) - 1
                 self.total_steps = self._expected_total_steps(int(event.n_epochs))
+                self.task_kind, self.monitor_metric, self.monitor_mode = _run_labels(event.config)
             self._n_epochs_run = int(event.n_epochs)
             self._transport.flush()  # the views drop the previous run at once
             self._update_fallback()
@@ -401,14 +446,10 @@ class TrainingMonitor(NNxWidget):
                 "seconds": [math.nan if event.seconds is None else float(event.seconds)],
                 "improved": [int(bool(event.improved))],
             }
-            for part, values in (("train", event.train), ("val", event.val)):
-                for name, value in (values or {}).items():
-                    if name in _NOT_METRICS:
-                        continue
-                    key = f"{part}.{name}"
-                    if not self._epochs.has(key):
-                        self._epochs.add_value(key)
-                    row[key] = [math.nan if value is None else float(value)]
+            for key, value in _epoch_values(event).items():
+                if not self._epochs.has(key):
+                    self._epochs.add_value(key)
+                row[key] = [value]
             self._epochs.extend(row)
             self._step_seen = max(self._step_seen, int(event.step))
             self._epoch_seen = max(self._epoch_seen, int(event.epoch))
