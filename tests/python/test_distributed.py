@@ -77,6 +77,27 @@ def test_validation_counts_every_sample_of_an_odd_set_once(tmp_path):
     assert two[0]["val"]["accuracy"] == one[0]["val"]["accuracy"]
 
 
+def test_declared_metrics_and_the_monitor_are_the_unions(tmp_path):
+    """Two ranks sum their metric statistics (and gather AUROC's rows) before finalizing:
+    every rank records the whole validation set's and the whole epoch's values, and
+    takes the monitor decision one process takes."""
+    args = ["--declared", "--n-val", 33, "--epochs", 3]
+    two = run_ranks(tmp_path / "two", 2, "--root", tmp_path / "r2", *args)
+    one = run_ranks(tmp_path / "one", 0, "--root", tmp_path / "r1", "--batch", 32, *args)
+    assert two[0]["epochs"] == two[1]["epochs"]  # every rank holds the union's records
+    for a, b in zip(two[0]["epochs"], one[0]["epochs"], strict=True):
+        assert set(a["val"]["metrics"]) == {"nll", "accuracy", "f1_weighted", "auroc"}
+        for part in ("val", "train"):
+            assert a[part]["metrics"] == pytest.approx(b[part]["metrics"], rel=1e-5), part
+        assert a["val"]["extra"] == b["val"]["extra"] == {"rows": 33.0}
+        assert a["selection"]["status"] == b["selection"]["status"]
+        assert a["selection"]["value"] == pytest.approx(b["selection"]["value"], rel=1e-5)
+        assert a["improved"] == b["improved"]
+    assert two[0]["epochs"][0]["train"]["samples"] == 128
+    # per training step: extra_metrics saw the union's 32 rows, not a rank's 16
+    assert two[0]["extra"] == two[1]["extra"] == [{"rows": 32.0}] * 12
+
+
 def test_an_uneven_last_batch_and_accumulation_still_equal_the_union(tmp_path):
     # 120 rows, global batch 32: the last global batch has 24 rows (12 per rank)
     two = run_ranks(
