@@ -442,6 +442,7 @@ class TrainingLoop:
         self.last_selection: str | None = None  # "improved" | "baseline" | None, this epoch
         self._skip_batches = 0  # a mid-epoch resume replays the order and skips these
         self._rng_after_skip: RngState | None = None
+        self._resume_partial: dict[str, Any] | None = None  # a mid-epoch resume's sums
         self._epoch_start_rng: RngState | None = None
         self._last_epoch = 0
         self._reset_epoch()  # accumulators exist before the first epoch: a stop can flush
@@ -493,6 +494,7 @@ class TrainingLoop:
             callbacks=capture_objects(self.stateful),
             planned_epochs=self.planned_epochs,
             monitor=None if self.monitor_state is None else self.monitor_state.state_dict(),
+            partial_epoch=None if complete else self._partial_epoch(),
         )
 
     def load_state(self, state: TrainingState) -> list[str]:
@@ -518,6 +520,7 @@ class TrainingLoop:
             state.epoch_start_rng.restore(self.loaders)
             self._skip_batches = int(state.batches_done)
             self._rng_after_skip = state.rng
+            self._resume_partial = state.partial_epoch
         return [*restored, "epoch", "best", "rng"]
 
     # -- lifecycle -----------------------------------------------------------------------
@@ -613,11 +616,52 @@ class TrainingLoop:
         self._last_record: StepRecord | None = None
         self._mid_epoch_batches = 0  # loader batches trained in the current epoch
 
+    def _partial_epoch(self) -> dict[str, Any] | None:
+        """The interrupted epoch's running sums (loss, confusion, declared metrics): a
+        mid-epoch resume continues them, so the epoch's summary and the decision taken
+        on it are the uninterrupted run's."""
+        if self._mid_epoch_batches == 0:
+            return None
+        acc = self._epoch_acc
+        cats: dict[str, torch.Tensor] = {}
+        if acc is not None:
+            for i, key in enumerate(acc.scorer.cat_keys):
+                for name, chunks in acc.cats.get(key, {}).items():
+                    cats[f"{i}.{name}"] = torch.cat(chunks).detach().cpu()
+        conf = self._epoch_conf
+        return {
+            "loss_sum": self._epoch_loss_sum,
+            "weight": self._epoch_weight,
+            "samples": self._epoch_samples,
+            "confusion": None if conf is None else torch.from_numpy(conf.copy()),
+            "sums": None if acc is None or acc.sums is None else acc.sums.detach().cpu().clone(),
+            "cats": cats,
+        }
+
+    def _restore_partial(self, saved: dict[str, Any]) -> None:
+        self._epoch_loss_sum = float(saved["loss_sum"])
+        self._epoch_weight = float(saved["weight"])
+        self._epoch_samples = int(saved["samples"])
+        conf = saved.get("confusion")
+        self._epoch_conf = None if conf is None else conf.numpy().copy()
+        acc = self._epoch_acc
+        if acc is None or saved.get("sums") is None:
+            return
+        device = self.train_step.device
+        acc.sums = saved["sums"].to(device)
+        keys = acc.scorer.cat_keys
+        for label, t in (saved.get("cats") or {}).items():
+            index, _, name = label.partition(".")
+            acc.cats.setdefault(keys[int(index)], {})[name] = [t.to(device)]
+
     def _train_epoch(self, epoch: int) -> None:
         params, step = self.params, self.train_step
         t0 = time.perf_counter()
         self._epoch_start_rng = RngState.capture(self.loaders, host=False)
         self._reset_epoch()
+        if self._resume_partial is not None:
+            self._restore_partial(self._resume_partial)
+            self._resume_partial = None
         self.bus.emit(EpochStarted(epoch, self.step))
         step.net.train()
         device, buffer, control, bus = step.device, self.buffer, self.control, self.bus

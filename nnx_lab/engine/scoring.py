@@ -81,6 +81,11 @@ class Scorer:
         self.width = 0  # slots of a packed vector, known after the first batch
         self.k = task.n_outputs
 
+    @property
+    def cat_keys(self) -> list[tuple]:
+        """The concatenated statistics, in a fixed order (for saving them)."""
+        return list(self._cat)
+
     # -- one batch ------------------------------------------------------------------------
     def batch(self, out: torch.Tensor, y: torch.Tensor) -> tuple[MetricBatch, torch.Tensor]:
         """The registry's view of a batch, and the count of unscorable targets."""

@@ -474,3 +474,42 @@ def test_a_resumed_run_makes_the_uninterrupted_runs_decisions(tmp_path):
     with pytest.raises(ResumeError, match="monitor mismatch"):
         _model(dropout=0.1).train(other)
     assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+class _StopAt:
+    def __init__(self, step):
+        self.step, self.control = step, None
+
+    def on_attach(self, control):
+        self.control = control
+
+    def on_step_ended(self, event):
+        if event.step == self.step:
+            self.control.request_stop("test stop")
+
+
+def test_a_mid_epoch_resume_continues_the_epochs_sums(tmp_path):
+    """Stopped inside an epoch and resumed, the epoch's whole-epoch summary (declared
+    metrics, AUROC's rows included) and the decision on it equal the uninterrupted run's."""
+    X, y, _, _ = _data(n=100)
+
+    def params(root, n_epochs, **kw):
+        return _params(
+            root,
+            X,
+            y,
+            batch=20,
+            n_epochs=n_epochs,
+            metrics=[MetricSpec("nll"), MetricSpec("auroc")],
+            monitor=MonitorSpec("auroc", split="train"),
+            **kw,
+        )
+
+    full = _model().train(params(tmp_path / "full", 3))
+    first = _model().train(params(tmp_path, 3), callbacks=[_StopAt(8)])  # epoch 2, batch 3
+    assert first.status.value == "stopped"
+    resumed = _model().train(params(tmp_path, 2, resume_from_run_id=first.id))
+    strip = ("seconds", "time")
+    epochs = [{k: v for k, v in e.items() if k not in strip} for e in resumed.epochs]
+    assert epochs == [{k: v for k, v in e.items() if k not in strip} for e in full.epochs]
+    assert resumed.idps[9].train_summary.samples == 100  # the resumed epoch: all of it
