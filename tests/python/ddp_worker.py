@@ -116,7 +116,9 @@ def main() -> None:
         "weights": {k: v.tolist() for k, v in model.net.state_dict().items()},
         "digest": digest.hexdigest(),
         "stop_reason": run.metadata.get("stop_reason"),
-        "epochs": [{k: v for k, v in e.items() if k not in ("seconds", "time")} for e in run.epochs],
+        "epochs": [
+            {k: v for k, v in e.items() if k not in ("seconds", "time")} for e in run.epochs
+        ],
         "extra": [p.train_edp.extra for p in run.idps],
     }
     with open(f"{args.out}.{os.getpid()}", "w") as fh:

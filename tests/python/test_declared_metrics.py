@@ -132,7 +132,9 @@ def test_the_training_summary_has_whole_epoch_denominators(tmp_path):
     X, y, Xv, yv = _data(n=70)  # batches of 20, 20, 20 and 10: unequal weights
     model = _model()
     run = model.train(
-        _params(tmp_path, X, y, Xv, yv, n_epochs=1, metrics=[MetricSpec("accuracy"), MetricSpec("nll")])
+        _params(
+            tmp_path, X, y, Xv, yv, n_epochs=1, metrics=[MetricSpec("accuracy"), MetricSpec("nll")]
+        )
     )
     steps = [idp.train_edp for idp in run.idps]
     assert [s.samples for s in steps] == [20, 20, 20, 10]
@@ -176,7 +178,8 @@ def test_the_decision_rule_lower_or_higher_by_more_than_min_delta():
     assert [r.bad_epochs for r in seen] == [0, 1, 1, 0, 0, 1, 2]
     assert [r.best for r in seen] == [1.0, 1.0, 1.0, 0.85, 0.85, 0.85, 0.85]
     higher = MonitorState(MonitorSpec("f1", min_delta=0.05))
-    assert [higher.observe(v).improved for v in (0.5, 0.54, 0.56, 0.6)] == [True, False, True, False]
+    decisions = [higher.observe(v).improved for v in (0.5, 0.54, 0.56, 0.6)]
+    assert decisions == [True, False, True, False]
     assert higher.state_dict()["improvements"] == 2
 
 
@@ -226,12 +229,13 @@ def test_one_monitor_drives_best_the_scheduler_and_early_stopping(tmp_path):
     assert [e["lr"] for e in epochs] == pytest.approx(expected)
     assert expected[-1] < 3e-2  # the fixture reduces at least once
     # EarlyStopping: `patience` epochs in a row without improvement end the run
-    run_of_bad = 0
+    run_of_bad, stop_at = 0, None
     for epoch, s in enumerate(statuses, start=1):
         run_of_bad = 0 if s == "improved" else run_of_bad + 1
         if run_of_bad == 3:
+            stop_at = epoch
             break
-    assert stopper.stopped_epoch == epoch == len(epochs) < 15
+    assert stopper.stopped_epoch == stop_at == len(epochs) < 15
     assert run.metadata["stop_reason"].startswith("early stopping")
     # and it is not what §2.11's default would have chosen here
     errors = [e["val"]["error"] for e in epochs]
@@ -312,7 +316,8 @@ def test_extra_metrics_are_called_per_batch_and_once_per_validation_pass(tmp_pat
     assert np.array_equal(calls[5][1], model.predict(Xv).classes.numpy())
     assert calls[0][1].dtype.kind == "i"  # class labels, never probabilities
     steps = [idp.train_edp for idp in run.idps]
-    assert [s.extra for s in steps] == [{"spy": 1.0}, {}, {"spy": 2.0}, {"spy": 4.0}, {}, {"spy": 5.0}]
+    want = [{"spy": 1.0}, {}, {"spy": 2.0}, {"spy": 4.0}, {}, {"spy": 5.0}]
+    assert [s.extra for s in steps] == want
     assert steps[1].loss is None  # no metrics at all for the all-ignored batch
     vals = [idp.val_edp for idp in run.idps if idp.val_edp is not None]
     assert [v.extra for v in vals] == [{"spy": 3.0}, {"spy": 6.0}]
@@ -321,7 +326,8 @@ def test_extra_metrics_are_called_per_batch_and_once_per_validation_pass(tmp_pat
     assert [i.val_edp.extra for i in loaded.idps if i.val_edp] == [v.extra for v in vals]
     # evaluate(): once, on the aggregate
     calls.clear()
-    edp = model.evaluate(DataLoader(TensorDataset(Xv, yv), batch_size=6), extra_metrics={"spy": spy})
+    val_loader = DataLoader(TensorDataset(Xv, yv), batch_size=6)
+    edp = model.evaluate(val_loader, extra_metrics={"spy": spy})
     assert [len(t) for t, _ in calls] == [20]
     assert edp.extra == {"spy": 1.0}
 
@@ -460,12 +466,14 @@ def test_a_resumed_run_makes_the_uninterrupted_runs_decisions(tmp_path):
     ]
     assert [i.selection for i in resumed.idps] == [i.selection for i in full.idps]
     assert [i.val_edp for i in resumed.idps] == [i.val_edp for i in full.idps]
-    assert (rest_stop.stopped_epoch, rest_stop.counter) == (full_stop.stopped_epoch, full_stop.counter)
+    assert rest_stop.stopped_epoch == full_stop.stopped_epoch
+    assert rest_stop.counter == full_stop.counter
     a = NNCheckpoint.load_training_state(run=full.id, type=Checkpoints.LAST, runs_root=tmp_path)
     b = NNCheckpoint.load_training_state(run=resumed.id, type=Checkpoints.LAST, runs_root=tmp_path)
     assert a["monitor"] == b["monitor"]
     assert a["monitor"]["improvements"] >= 1
-    for p, q in zip(full_model.net.state_dict().values(), model.net.state_dict().values(), strict=True):
+    weights = zip(full_model.net.state_dict().values(), model.net.state_dict().values(), strict=True)
+    for p, q in weights:
         assert torch.equal(p, q)
     # a stateful resume under another monitor is refused, before its directory exists
     other, _ = _resumable(tmp_path, 2, resume_from_run_id=first.id)
