@@ -472,8 +472,7 @@ def test_a_resumed_run_makes_the_uninterrupted_runs_decisions(tmp_path):
     b = NNCheckpoint.load_training_state(run=resumed.id, type=Checkpoints.LAST, runs_root=tmp_path)
     assert a["monitor"] == b["monitor"]
     assert a["monitor"]["improvements"] >= 1
-    weights = zip(full_model.net.state_dict().values(), model.net.state_dict().values(), strict=True)
-    for p, q in weights:
+    for p, q in zip(full_model.net.parameters(), model.net.parameters(), strict=True):
         assert torch.equal(p, q)
     # a stateful resume under another monitor is refused, before its directory exists
     other, _ = _resumable(tmp_path, 2, resume_from_run_id=first.id)
