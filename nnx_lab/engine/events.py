@@ -143,6 +143,12 @@ class EpochEnded(Event):
     train_last: dict[str, float | None] | None = None  # the epoch's last step record (§2.11)
     selection: dict[str, Any] | None = None  # MonitorRecord of a declared monitor (§2.6)
 
+    def to_json(self) -> dict[str, Any]:
+        data = super().to_json()
+        if data["selection"] is None:
+            del data["selection"]  # without a monitor, the line older versions wrote
+        return data
+
 
 @dataclass(frozen=True)
 class CheckpointWritten(Event):
