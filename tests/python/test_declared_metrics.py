@@ -520,3 +520,47 @@ def test_a_mid_epoch_resume_continues_the_epochs_sums(tmp_path):
     epochs = [{k: v for k, v in e.items() if k not in strip} for e in resumed.epochs]
     assert epochs == [{k: v for k, v in e.items() if k not in strip} for e in full.epochs]
     assert resumed.idps[9].train_summary.samples == 100  # the resumed epoch: all of it
+
+
+def test_streaming_eval_step_reports_what_evaluate_reports(tmp_path):
+    """The built-in evaluator from counts and sums takes declared metrics and
+    extra_metrics too, for a declared regression task with missing targets as well."""
+    from nnx_lab import Losses, TaskSpec, streaming_eval_step
+
+    X, y, Xv, yv = _data()
+    runs = []
+    for fn in (None, streaming_eval_step):
+        runs.append(
+            _model().train(
+                _params(
+                    tmp_path / str(fn is None),
+                    X,
+                    y,
+                    Xv,
+                    yv,
+                    metrics=[MetricSpec("nll"), MetricSpec("auroc")],
+                    extra_metrics={"n": lambda t, p: float(len(t))},
+                ),
+                eval_step_fn=fn,
+            )
+        )
+    a, b = (r.idps[-1].val_edp for r in runs)
+    assert b.metrics == pytest.approx(a.metrics, rel=1e-9)
+    assert b.extra == a.extra == {"n": 60.0}
+    assert b.loss == pytest.approx(a.loss, rel=1e-12)
+    g = torch.Generator().manual_seed(3)
+    Xr = torch.randn(40, 6, generator=g)
+    yr = Xr[:, :1] * 2.0
+    yr[7] = math.nan
+    model = NNModel(
+        NNParams(input_dim=6, output_dim=1, hidden_dims=[8]),
+        NNModelParams(loss=Losses.MEAN_SQUARED_ERROR, task=TaskSpec.regression(1)),
+    )
+    loader = DataLoader(TensorDataset(Xr, yr), batch_size=16)
+    want = model.evaluate(loader, [MetricSpec("mae")])
+    got = streaming_eval_step(
+        model.net, loader, model.loss_fn, model.task(), metrics=[MetricSpec("mae")]
+    )
+    assert (got.valid, got.samples) == (want.valid, want.samples) == (39, 40)
+    assert got.metrics == pytest.approx(want.metrics, rel=1e-9)
+    assert got.loss == pytest.approx(want.loss, rel=1e-9)
