@@ -570,6 +570,15 @@ class TrainingLoop:
             except Exception:
                 if outcome.status is not RunStatus.FAILED:
                     raise  # the failure itself may lie in what was buffered: keep it
+            acc = self._epoch_acc
+            if (
+                self.collective is not None
+                and acc is not None
+                and self._mid_epoch_batches > 0
+                and outcome.status is RunStatus.STOPPED
+            ):
+                # rank 0 saves the interrupted epoch's sums: the union's, on every rank
+                acc.union(self.reduce, self.gather)
             self.bus.emit(
                 RunEnding(
                     status=outcome.status.value,
@@ -646,6 +655,10 @@ class TrainingLoop:
         self._epoch_conf = None if conf is None else conf.numpy().copy()
         acc = self._epoch_acc
         if acc is None or saved.get("sums") is None:
+            return
+        if self.collective is not None and int(self.collective.rank) != 0:
+            # the saved sums are the union's (see _end): rank 0 carries them on, the
+            # other ranks start from zero, so the epoch's union counts them once
             return
         device = self.train_step.device
         acc.sums = saved["sums"].to(device)

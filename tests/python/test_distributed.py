@@ -194,3 +194,31 @@ def test_with_a_sparser_stop_check_every_rank_stops_at_the_same_checked_step(tmp
     assert [r["status"] for r in two] == ["stopped", "stopped"]
     assert two[0]["steps"] == two[1]["steps"] == 8  # asked at step 5, read at step 8
     assert two[0]["digest"] == two[1]["digest"]
+
+
+def test_a_mid_epoch_stop_resumes_with_the_unions_epoch_sums(tmp_path):
+    """Stopped inside epoch 2 and resumed on two ranks, the resumed epochs (declared
+    metrics over the whole epoch, the monitor's decisions) equal the uninterrupted run's:
+    the saved sums are the union's and one rank carries them on."""
+    args = ["--declared", "--epochs", 3]
+    full = run_ranks(tmp_path / "full", 2, "--root", tmp_path / "rf", *args)
+    first = run_ranks(tmp_path / "a", 2, "--root", tmp_path / "r", *args, "--stop-after", 5)
+    assert [r["status"] for r in first] == ["stopped", "stopped"]
+    assert first[0]["steps"] == 6  # asked at step 5, agreed at step 6: epoch 2, batch 2 of 4
+    resumed = run_ranks(
+        tmp_path / "b",
+        2,
+        "--root",
+        tmp_path / "r",
+        "--declared",
+        "--epochs",
+        2,
+        "--resume",
+        first[0]["run_id"],
+    )
+    assert resumed[0]["epochs"] == resumed[1]["epochs"]
+    for a, b in zip(resumed[0]["epochs"], full[0]["epochs"], strict=True):
+        assert a["train"]["samples"] == b["train"]["samples"] == 128
+        assert a["train"]["metrics"] == pytest.approx(b["train"]["metrics"], rel=1e-6)
+        assert a["val"]["metrics"] == pytest.approx(b["val"]["metrics"], rel=1e-6)
+        assert a["selection"]["status"] == b["selection"]["status"]

@@ -401,3 +401,41 @@ def test_a_task_less_log_line_is_written_as_before(tmp_path):
         "recall",
         "f1",
     }
+
+
+def test_a_run_with_a_task_and_a_monitor_reads_back_without_torch(tmp_path):
+    """The Jupyter server reads runs without torch: a declared task, declared metrics and
+    a monitor's records must not change that."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from nnx_lab import MetricSpec, MonitorSpec
+
+    X, y = _regression_data()
+    model = _model(TaskSpec.regression(1), Losses.MEAN_SQUARED_ERROR, out=1)
+    run = model.train(
+        _params(
+            tmp_path,
+            X,
+            y,
+            val=(X, y),
+            metrics=[MetricSpec("mae")],
+            monitor=MonitorSpec("mae"),
+        )
+    )
+    code = (
+        "import sys\n"
+        "from nnx_lab.engine.runs import NNRun\n"
+        f"run = NNRun.load({run.id!r}, runs_root={str(tmp_path)!r})\n"
+        "assert run.model_params.task.kind == 'regression'\n"
+        "assert run.idps[-1].selection.metric == 'mae'\n"
+        "assert 'mse' in run.idps[-1].val_edp.metrics\n"
+        "print('torch' in sys.modules)\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=root, check=False
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False"
