@@ -8,6 +8,18 @@ import { fmtDuration, fmtInt, fmtRate, fmtStep, fmtValue } from "../shared/forma
 import { SNAPSHOT_PNG, STOP } from "../shared/protocol.js";
 import { PagedTable } from "../shared/table.js";
 import { ViewSync } from "../shared/transport.js";
+import {
+  RaceTable,
+  isLaneSeries,
+  laneColor,
+  laneSeries,
+  laneSpecs,
+  lanesKey,
+  raceEpochs,
+  raceMetrics,
+  raceSteps,
+  raceSummary,
+} from "./race.js";
 import { smoothLoss } from "./smoothing.js";
 import { firstMetric, metricTitle, monitorColumn, setYTitle, taskView, trainColumns } from "./task.js";
 
@@ -56,6 +68,7 @@ export class MonitorView {
     this._build();
     this.sync = new ViewSync(model, {
       series: ["steps", "epochs"],
+      accept: isLaneSeries,
       onChange: (names) => {
         if (this._syncError) {
           this._syncError = "";
@@ -73,6 +86,11 @@ export class MonitorView {
     this._on("change:error", () => this._error());
     this._on("change:smoothing", () => this._onSmoothingTrait());
     for (const name of ["task_kind", "monitor_metric", "monitor_mode"]) this._on(`change:${name}`, () => this._onTask());
+    this._on("change:runs", () => this._onRuns());
+    /** @type {import("./race.js").Lane[]} */
+    this._lanes = [];
+    this._lanesKey = "";
+    this._onRuns();
     this._header();
     this._error();
     this._onSmoothingTrait();
@@ -114,11 +132,11 @@ export class MonitorView {
       this.stat[key] = h("dd", { "data-testid": key, text: "–" });
       stats.append(h("div", { class: "nnx-stat" }, [h("dt", { text: STAT_LABELS[key] }), this.stat[key]]));
     }
-    const header = h("div", { class: "nnx-header" }, [
-      h("div", { class: "nnx-title" }, [h("span", { class: "nnx-label", text: "Run" }), this.runId, this.status, this.reason]),
-      stats,
-      stopButton,
-    ]);
+    this.raceStatus = h("span", { class: "nnx-race-status", "data-testid": "race-status" });
+    this.raceStatus.hidden = true;
+    this.runTitle = h("div", { class: "nnx-title" }, [h("span", { class: "nnx-label", text: "Run" }), this.runId, this.status, this.reason]);
+    this.stats = stats;
+    const header = h("div", { class: "nnx-header" }, [this.raceStatus, this.runTitle, stats, stopButton]);
 
     // toolbar
     this.logToggle = h("input", { type: "checkbox", "data-testid": "log-toggle" });
@@ -152,90 +170,39 @@ export class MonitorView {
     const readout = () => h("div", { class: "nnx-readout", "data-testid": "readout", "aria-live": "off" });
     this.lossFig = h("figure", { class: "nnx-chart nnx-chart-wide", "data-testid": "loss-chart", "data-points": "0" });
     this.lossCaption = h("figcaption", { text: "Training loss per step" });
-    this.lossReadout = readout();
     this.lossFig.append(this.lossCaption);
     this.epochFig = h("figure", { class: "nnx-chart", "data-testid": "epoch-chart" });
     this.lrFig = h("figure", { class: "nnx-chart", "data-testid": "lr-chart" });
     charts.append(this.lossFig, this.epochFig, this.lrFig);
-    this.root.append(header, this.nonfinite, toolbar, charts);
-    const syncKey = `nnx-steps-${Math.random().toString(36).slice(2)}`;
-    this.lossChart = new Chart(this.lossFig, {
-      title: "Training loss per step, raw and smoothed",
-      xLabel: "step",
-      yLabel: "loss",
-      height: 220,
-      series: [
-        { label: "loss", color: "--nnx-raw", width: 1 },
-        { label: "smoothed", color: "--nnx-accent", width: 2 },
-        { label: "max", color: "--nnx-raw", hidden: true, show: false },
-        { label: "min", color: "--nnx-raw", hidden: true, show: false },
-      ],
-      bands: [{ upper: 2, lower: 3, fill: "--nnx-band" }],
-      xFormat: fmtStep,
-      yFormat: fmtValue,
-      sync: syncKey,
-      onCursor: (idx) => this._lossReadout(idx),
-      onZoom: (range) => this._onZoom(this.lossChart, range),
-      // for browser tests and for anyone inspecting the page: what the axes show
-      onDraw: (r) => {
-        this.lossFig.dataset.xRange = r.x.map((v) => Number(v).toPrecision(6)).join(",");
-        this.lossFig.dataset.yRange = r.y.map((v) => Number(v).toPrecision(6)).join(",");
-      },
-    });
-    this.lossFig.append(
-      this.lossReadout,
-      legend([
-        ["loss", "var(--nnx-raw)"],
-        ["smoothed", "var(--nnx-accent)"],
-        ["epoch end", "var(--jp-border-color1, #bdbdbd)", "nnx-dashed"],
-      ]),
-    );
-
+    this.raceTable = new RaceTable();
+    this.raceTable.root.hidden = true;
+    this.root.append(header, this.nonfinite, this.raceTable.root, toolbar, charts);
+    this._syncKey = `nnx-steps-${Math.random().toString(36).slice(2)}`;
+    this.lossReadout = readout();
+    this.lossLegend = legend([
+      ["loss", "var(--nnx-raw)"],
+      ["smoothed", "var(--nnx-accent)"],
+      ["epoch end", "var(--jp-border-color1, #bdbdbd)", "nnx-dashed"],
+    ]);
+    this.raceLegend = h("div", { class: "nnx-legend", "data-testid": "race-legend" });
+    this.raceLegend.hidden = true;
     this.metricSelect = h("select", { "data-testid": "metric-select", "aria-label": "Per-epoch metric" });
     this.metricSelect.addEventListener("change", () => {
       this._metricChosen = true;
-      this._renderEpochChart();
+      this._renderEpochs();
     });
-    this.epochFig.append(h("figcaption", {}, [h("label", { text: "Per epoch: " }, [this.metricSelect])]));
+    this.epochCaption = h("label", { text: "Per epoch: " }, [this.metricSelect]);
+    this.epochFig.append(h("figcaption", {}, [this.epochCaption]));
     this.epochReadout = readout();
-    this.epochChart = new Chart(this.epochFig, {
-      title: "Per-epoch metric, validation and training",
-      xLabel: "epoch",
-      yLabel: "value",
-      height: 180,
-      series: [
-        { label: "validation", color: "--nnx-accent", width: 2, points: true },
-        { label: "training", color: "--nnx-second", width: 1.5, dash: [5, 4], points: true },
-        { label: "val max", color: "--nnx-accent", hidden: true, show: false },
-        { label: "val min", color: "--nnx-accent", hidden: true, show: false },
-      ],
-      bands: [{ upper: 2, lower: 3, fill: "--nnx-band" }],
-      xFormat: fmtStep,
-      yFormat: fmtValue,
-      onCursor: (idx) => this._epochReadout(idx),
-    });
-    this.epochFig.append(
-      this.epochReadout,
-      legend([
-        ["validation", "var(--nnx-accent)"],
-        ["training (epoch)", "var(--nnx-second)", "nnx-dashed"],
-      ]),
-    );
-
+    this.epochLegend = legend([
+      ["validation", "var(--nnx-accent)"],
+      ["training (epoch)", "var(--nnx-second)", "nnx-dashed"],
+    ]);
     this.lrFig.append(h("figcaption", { text: "Learning rate" }));
     this.lrReadout = readout();
-    this.lrChart = new Chart(this.lrFig, {
-      title: "Learning rate per step",
-      xLabel: "step",
-      yLabel: "lr",
-      height: 180,
-      series: [{ label: "lr", color: "--nnx-second", width: 1.5 }],
-      xFormat: fmtStep,
-      yFormat: fmtValue,
-      sync: syncKey,
-      onCursor: (idx) => this._lossReadout(idx),
-      onZoom: (range) => this._onZoom(this.lrChart, range),
-    });
+    this._makeCharts([]);
+    this.lossFig.append(this.lossReadout, this.lossLegend, this.raceLegend);
+    this.epochFig.append(this.epochReadout, this.epochLegend);
     this.lrFig.append(this.lrReadout);
 
     this.note = h("p", { class: "nnx-note", "data-testid": "note" });
@@ -260,10 +227,96 @@ export class MonitorView {
     return [this.lossChart, this.epochChart, this.lrChart];
   }
 
+  /**
+   * The three charts: one run (raw and smoothed loss, validation and training per
+   * epoch, lr) or, with `lanes`, one line per run of a race in its colour. A rebuild
+   * keeps each chart where it was in its figure, and the toolbar's log scale and window.
+   * @param {import("./race.js").Lane[]} lanes
+   */
+  _makeCharts(lanes) {
+    const old = this.lossChart ? this._charts() : null;
+    const anchors = old ? old.map((c) => (c.plot ? c.plot.root.nextSibling : null)) : [null, null, null];
+    if (old) for (const c of old) c.destroy();
+    const race = lanes.length > 0;
+    const lossSeries = race
+      ? laneSpecs(lanes)
+      : [
+          { label: "loss", color: "--nnx-raw", width: 1 },
+          { label: "smoothed", color: "--nnx-accent", width: 2 },
+          { label: "max", color: "--nnx-raw", hidden: true, show: false },
+          { label: "min", color: "--nnx-raw", hidden: true, show: false },
+        ];
+    this.lossChart = new Chart(this.lossFig, {
+      title: race ? "Training loss per step of each run, smoothed" : "Training loss per step, raw and smoothed",
+      xLabel: "step",
+      // a rebuilt chart keeps the task's loss title (_onTask sets it on a live one)
+      yLabel: race ? "loss" : taskView(this.model.get("task_kind") || "").loss,
+      height: 220,
+      series: lossSeries,
+      bands: race ? [] : [{ upper: 2, lower: 3, fill: "--nnx-band" }],
+      xFormat: fmtStep,
+      yFormat: fmtValue,
+      sync: this._syncKey,
+      onCursor: (idx) => this._lossReadout(idx),
+      onZoom: (range) => this._onZoom(this.lossChart, range),
+      // for browser tests and for anyone inspecting the page: what the axes show
+      onDraw: (r) => {
+        this.lossFig.dataset.xRange = r.x.map((v) => Number(v).toPrecision(6)).join(",");
+        this.lossFig.dataset.yRange = r.y.map((v) => Number(v).toPrecision(6)).join(",");
+      },
+    });
+    this.epochChart = new Chart(this.epochFig, {
+      title: race ? "Per-epoch metric of each run" : "Per-epoch metric, validation and training",
+      xLabel: "epoch",
+      yLabel: "value",
+      height: 180,
+      series: race
+        ? laneSpecs(lanes, { points: true })
+        : [
+            { label: "validation", color: "--nnx-accent", width: 2, points: true },
+            { label: "training", color: "--nnx-second", width: 1.5, dash: [5, 4], points: true },
+            { label: "val max", color: "--nnx-accent", hidden: true, show: false },
+            { label: "val min", color: "--nnx-accent", hidden: true, show: false },
+          ],
+      bands: race ? [] : [{ upper: 2, lower: 3, fill: "--nnx-band" }],
+      xFormat: fmtStep,
+      yFormat: fmtValue,
+      onCursor: (idx) => this._epochReadout(idx),
+    });
+    this.lrChart = new Chart(this.lrFig, {
+      title: race ? "Learning rate per step of each run" : "Learning rate per step",
+      xLabel: "step",
+      yLabel: "lr",
+      height: 180,
+      series: race ? laneSpecs(lanes, { width: 1.5 }) : [{ label: "lr", color: "--nnx-second", width: 1.5 }],
+      xFormat: fmtStep,
+      yFormat: fmtValue,
+      sync: this._syncKey,
+      onCursor: (idx) => this._lossReadout(idx),
+      onZoom: (range) => this._onZoom(this.lrChart, range),
+    });
+    const figs = [this.lossFig, this.epochFig, this.lrFig];
+    this._charts().forEach((c, i) => {
+      if (anchors[i] && anchors[i].parentNode === figs[i]) figs[i].insertBefore(c.plot.root, anchors[i]);
+    });
+    if (old) {
+      this.lossChart.setLogY(this.logToggle.checked);
+      if (this.windowSelect.value !== "all") this._setWindow(this.windowSelect.value);
+    }
+    this._markerKey = undefined; // markers go onto the new loss chart at the next header
+  }
+
   // ------------------------------------------------------------------ header
 
   _header() {
     const m = this.model;
+    const race = this._lanes.length > 0;
+    // a comparison of finished runs has no current run: no run line, no counters
+    const comparing = race && Boolean(m.get("from_log")) && !m.get("run_id");
+    this.raceStatus.hidden = !race;
+    this.raceStatus.textContent = race ? raceSummary(this._lanes, comparing) : "";
+    this.runTitle.hidden = comparing;
+    this.stats.hidden = comparing;
     const st = String(m.get("status") || "created");
     this.status.textContent = st;
     this.status.dataset.status = st;
@@ -406,8 +459,9 @@ export class MonitorView {
       this._frame = 0;
       const dirty = this._dirty;
       this._dirty = new Set();
-      if (dirty.has("steps")) this._renderSteps();
-      if (dirty.has("epochs")) this._renderEpochs();
+      const has = (kind) => [...dirty].some((n) => n === kind || n.endsWith(`.${kind}`));
+      if (has("steps")) this._renderSteps();
+      if (has("epochs")) this._renderEpochs();
       this._header();
     };
     this._frame = typeof requestAnimationFrame === "function" ? requestAnimationFrame(run) : (run(), 0);
@@ -418,6 +472,10 @@ export class MonitorView {
   }
 
   _renderSteps() {
+    if (this._lanes.length) {
+      this._renderRaceSteps();
+      return;
+    }
     const s = this._stepsStore();
     if (!s) return;
     const step = s.column("step");
@@ -445,6 +503,91 @@ export class MonitorView {
     this.lossFig.dataset.width = String(s.width);
     this._marks();
     this._note();
+  }
+
+  // ------------------------------------------------------------------ races
+
+  /** The kernel's list of runs changed: switch mode or rebuild the charts when the
+   * runs themselves changed, then redraw (statuses and counters change every flush). */
+  _onRuns() {
+    const lanes = this.model.get("runs") || [];
+    const key = lanesKey(lanes);
+    if (key !== this._lanesKey) {
+      const keep = new Set(lanes.flatMap((l) => Object.values(laneSeries(l))));
+      for (const name of Object.keys(this.sync.stores)) if (isLaneSeries(name) && !keep.has(name)) this.sync.drop(name);
+      this._lanesKey = key;
+      this._lanes = lanes;
+      this._makeCharts(lanes);
+      const race = lanes.length > 0;
+      this.root.dataset.mode = race ? "race" : "run";
+      this.raceTable.root.hidden = !race;
+      this.lossLegend.hidden = race;
+      this.epochLegend.hidden = race;
+      this.raceLegend.hidden = !race;
+      this.raceLegend.replaceChildren(
+        ...lanes.map((l, i) => {
+          const swatch = h("span", { class: "nnx-swatch" });
+          swatch.style.borderColor = laneColor(i);
+          return h("span", { class: "nnx-legend-item", "data-run": l.name }, [swatch, l.name]);
+        }),
+      );
+      this.lossCaption.textContent = race ? "Training loss per step of each run (smoothed)" : "Training loss per step";
+      this._renderSteps();
+    }
+    this._lanes = lanes;
+    this._renderEpochs();
+    this._header();
+  }
+
+  _raceStores() {
+    return this.sync ? this.sync.stores : {};
+  }
+
+  _renderRaceSteps() {
+    const stores = this._raceStores();
+    const { loss, lr } = raceSteps(this._lanes, stores, this._smoothingFactor());
+    this._race = { loss, lr };
+    this.lossChart.setData(loss.x, loss.ys);
+    this.lrChart.setData(lr.x, lr.ys);
+    let lo = Infinity;
+    let hi = -Infinity;
+    for (const col of lr.ys) {
+      for (const v of col) {
+        if (Number.isFinite(v) && v > 0) {
+          if (v < lo) lo = v;
+          if (v > hi) hi = v;
+        }
+      }
+    }
+    this.lrChart.setLogY(lo > 0 && hi / lo > 20);
+    let total = 0;
+    for (const lane of this._lanes) {
+      const s = stores[laneSeries(lane).steps];
+      if (s) total += s.total;
+    }
+    this.lossFig.dataset.runs = String(this._lanes.length);
+    this.lossFig.dataset.points = String(loss.x.length);
+    this.lossFig.dataset.steps = String(total);
+    this.lossFig.dataset.first = loss.x.length ? String(loss.x[0]) : "";
+    this.lossChart.setMarks([]);
+    this.lrChart.setMarks([]);
+    this.note.hidden = true;
+  }
+
+  _renderRaceEpochs() {
+    const stores = this._raceStores();
+    const { all } = raceMetrics(this._lanes, stores);
+    const have = [...this.metricSelect.options].map((o) => o.value).join("|");
+    const current = this.metricSelect.value || (all.includes("loss") ? "loss" : all[0] || "");
+    if (have !== all.join("|")) this.metricSelect.replaceChildren(...all.map((n) => h("option", { value: n, text: n })));
+    if (all.includes(current)) this.metricSelect.value = current;
+    const metric = this.metricSelect.value;
+    const data = raceEpochs(this._lanes, stores, metric);
+    this._raceEpochData = data;
+    this.epochChart.setData(data.x, data.ys);
+    this.epochFig.dataset.split = data.split;
+    this.raceTable.render(this._lanes, stores, metric, data.split);
+    this.table.root.hidden = true;
   }
 
   _marks() {
@@ -492,6 +635,10 @@ export class MonitorView {
 
   _renderEpochs() {
     if (!this.sync) return;
+    if (this._lanes.length) {
+      this._renderRaceEpochs();
+      return;
+    }
     const { val, all } = this._metrics();
     const have = [...this.metricSelect.options].map((o) => o.value).join("|");
     const m = this.model;
@@ -548,6 +695,10 @@ export class MonitorView {
   // ------------------------------------------------------------------ readouts
 
   _lossReadout(idx) {
+    if (this._lanes.length) {
+      this._raceLossReadout(idx);
+      return;
+    }
     const s = this._stepsStore();
     if (idx === null || idx === undefined || !s || idx >= s.length) {
       this.lossReadout.textContent = "";
@@ -571,7 +722,40 @@ export class MonitorView {
     this.lrReadout.textContent = `${stepText} · lr ${fmtValue(lr)}`;
   }
 
+  _raceLossReadout(idx) {
+    const race = this._race;
+    if (idx === null || idx === undefined || !race || idx >= race.loss.x.length) {
+      this.lossReadout.textContent = "";
+      this.lrReadout.textContent = "";
+      return;
+    }
+    const parts = [`step ${fmtInt(race.loss.x[idx])}`];
+    const lrs = [`step ${fmtInt(race.loss.x[idx])}`];
+    this._lanes.forEach((lane, i) => {
+      const v = race.loss.ys[i][idx];
+      if (v !== undefined) parts.push(`${lane.name} ${Number.isFinite(v) ? fmtValue(v) : "non-finite"}`);
+      const r = race.lr.ys[i] ? race.lr.ys[i][idx] : undefined;
+      if (r !== undefined) lrs.push(`${lane.name} ${fmtValue(r)}`);
+    });
+    this.lossReadout.textContent = parts.join(" · ");
+    this.lrReadout.textContent = lrs.join(" · ");
+  }
+
   _epochReadout(idx) {
+    if (this._lanes.length) {
+      const d = this._raceEpochData;
+      if (idx === null || idx === undefined || !d || idx >= d.x.length) {
+        this.epochReadout.textContent = "";
+        return;
+      }
+      const parts = [`epoch ${fmtInt(d.x[idx])}`];
+      this._lanes.forEach((lane, i) => {
+        const v = d.ys[i][idx];
+        if (v !== undefined) parts.push(`${lane.name} ${fmtValue(v)}`);
+      });
+      this.epochReadout.textContent = parts.join(" · ");
+      return;
+    }
     const e = this.sync.stores.epochs;
     if (idx === null || idx === undefined || idx >= e.length) {
       this.epochReadout.textContent = "";
@@ -651,6 +835,10 @@ export class MonitorView {
   }
 
   _exportCsv(which) {
+    if (this._lanes.length) {
+      this._exportRaceCsv(which);
+      return;
+    }
     const store = this.sync.stores[which];
     const names = [...store.fields];
     const cols = names.map((n) => store.column(n));
@@ -660,6 +848,30 @@ export class MonitorView {
     }
     const text = toCSV(names, cols);
     download(`nnx-monitor-${(this.model.get("run_id") || "run").slice(0, 8)}-${which}.csv`, new Blob([text], { type: "text/csv" }));
+  }
+
+  /** A race's series in long form: one row per run and step (or epoch). */
+  _exportRaceCsv(which) {
+    const stores = this.sync.stores;
+    const names = ["run", "run_id"];
+    /** @type {any[][]} */
+    let cols = [];
+    let fields = null;
+    for (const lane of this._lanes) {
+      const store = stores[laneSeries(lane)[which]];
+      if (!store || !store.length) continue;
+      if (fields === null) {
+        fields = [...store.fields];
+        cols = [[], [], ...fields.map(() => [])];
+      }
+      for (let i = 0; i < store.length; i++) {
+        cols[0].push(lane.name);
+        cols[1].push(lane.run_id);
+        fields.forEach((f, j) => cols[j + 2].push(store.has(f) ? store.column(f)[i] : NaN));
+      }
+    }
+    const text = toCSV([...names, ...(fields || [])], cols);
+    download(`nnx-race-${which}.csv`, new Blob([text], { type: "text/csv" }));
   }
 
   /** Send the kernel a picture for the notebook's fallback output (see TrainingMonitor). */

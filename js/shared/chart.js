@@ -2,7 +2,9 @@
 // the widgets share. Non-finite values become gaps; linear or log scales on either
 // axis; a hover readout hook; click-to-pick; drag to zoom (x), shift-drag to pan,
 // double-click or resetZoom() to go back; min/max bands; bars; axis titles; marks
-// (thinned when dense) and labelled markers; colours from JupyterLab's theme.
+// (thinned when dense) and labelled markers; fixed domains (xDomain / yDomain: the
+// axes do not follow the data, e.g. probabilities on [0, 1]); dots (an operating
+// point); colours from JupyterLab's theme.
 import uPlot from "uplot";
 import "uplot/dist/uPlot.min.css";
 
@@ -14,8 +16,10 @@ import "uplot/dist/uPlot.min.css";
  *   hidden: drawn only as the edge of a band (no line, no legend).
  * @typedef {{upper: number, lower: number, fill: string}} BandSpec  (indices into series)
  * @typedef {{x: number, label: string, color: string}} Marker
+ * @typedef {{x: number, y: number, color: string, label?: string}} Dot  (a point drawn on top)
  * @typedef {{title: string, xLabel: string, yLabel: string, height?: number,
  *   series: SeriesSpec[], bands?: BandSpec[], logX?: boolean, logY?: boolean,
+ *   xDomain?: [number, number], yDomain?: [number, number],
  *   xFormat?: (v: number) => string, yFormat?: (v: number) => string,
  *   sync?: string, onCursor?: (idx: number|null) => void,
  *   onPick?: (pick: {idx: number, x: number, values: (number|null)[]}) => void,
@@ -40,9 +44,11 @@ function resolveColor(el, color, fallback = "#888") {
 
 /**
  * Values as uPlot wants them: an Array where a gap is null. Non-finite values are
- * gaps; on a log scale so are values <= 0 (they have no place on it).
- * @param {ArrayLike<number>} values @param {boolean} log
- * @returns {{data: (number|null)[], gaps: number, dropped: number}}
+ * gaps; on a log scale so are values <= 0 (they have no place on it). `undefined`
+ * (a plain Array's hole where another series has a point, see alignColumns) stays
+ * undefined: uPlot draws the line on across it.
+ * @param {ArrayLike<number|undefined>} values @param {boolean} log
+ * @returns {{data: (number|null|undefined)[], gaps: number, dropped: number}}
  */
 export function toPlotValues(values, log = false) {
   const n = values.length;
@@ -51,7 +57,9 @@ export function toPlotValues(values, log = false) {
   let dropped = 0;
   for (let i = 0; i < n; i++) {
     const v = values[i];
-    if (!Number.isFinite(v)) {
+    if (v === undefined) {
+      data[i] = undefined;
+    } else if (!Number.isFinite(v)) {
       data[i] = null;
       gaps += 1;
     } else if (log && v <= 0) {
@@ -60,6 +68,32 @@ export function toPlotValues(values, log = false) {
     } else data[i] = v;
   }
   return { data, gaps, dropped };
+}
+
+/**
+ * Several series with x columns of their own on one shared x: the sorted union of
+ * their x values, and per series an Array with its values at its own x and
+ * `undefined` elsewhere (drawn across; a NaN of its own stays a gap).
+ * @param {{x: ArrayLike<number>, ys: ArrayLike<number>[]}[]} parts  x ascending
+ * @returns {{x: number[], ys: (number|undefined)[][]}}
+ */
+export function alignColumns(parts) {
+  const all = [];
+  for (const p of parts) for (let i = 0; i < p.x.length; i++) all.push(p.x[i]);
+  all.sort((a, b) => a - b);
+  const x = [];
+  for (const v of all) if (x.length === 0 || x[x.length - 1] !== v) x.push(v);
+  const ys = [];
+  for (const p of parts) {
+    const cols = p.ys.map(() => new Array(x.length).fill(undefined));
+    let j = 0;
+    for (let i = 0; i < p.x.length; i++) {
+      while (x[j] < p.x[i]) j++;
+      for (let c = 0; c < cols.length; c++) cols[c][j] = p.ys[c][i];
+    }
+    ys.push(...cols);
+  }
+  return { x, ys };
 }
 
 /**
@@ -93,6 +127,8 @@ export class Chart {
     this.marks = [];
     /** @type {Marker[]} */
     this.markers = [];
+    /** @type {Dot[]} */
+    this.dots = [];
     /** current data as given (x, then one array per series) */
     this._x = new Float64Array(0);
     /** @type {ArrayLike<number>[]} */
@@ -200,8 +236,11 @@ export class Chart {
       },
     };
     const data = this._plotData();
+    // a rebuild (log scale, theme) keeps the plot where it was among the host's children
+    const anchor = this.plot ? this.plot.root.nextSibling : null;
     if (this.plot) this.plot.destroy();
     this.plot = new uPlot(options, data, host);
+    if (anchor && anchor.parentNode === host) host.insertBefore(this.plot.root, anchor);
     this.plot.root.setAttribute("role", "img");
     this.plot.root.setAttribute("aria-label", o.title);
     this._applyX();
@@ -209,6 +248,7 @@ export class Chart {
 
   /** x range from the data; a fixed one while there is none (uPlot needs a range to draw axes). */
   _xRange(min, max) {
+    if (this.opts.xDomain) return [...this.opts.xDomain];
     const log = this.opts.logX;
     if (min == null || max == null || !Number.isFinite(min) || !Number.isFinite(max)) return log ? [1, 10] : [0, 1];
     if (min === max) return log ? [min / 2, max * 2] : [min - 1, max + 1];
@@ -217,6 +257,7 @@ export class Chart {
 
   /** y range from the data shown, padded; log ranges cover whole decades. */
   _yRange(min, max) {
+    if (this.opts.yDomain) return [...this.opts.yDomain];
     const log = this.opts.logY;
     if (min == null || max == null || !Number.isFinite(min) || !Number.isFinite(max)) return log ? [0.1, 1] : [0, 1];
     if (log) return uPlot.rangeLog(min, max, 10, false);
@@ -375,6 +416,20 @@ export class Chart {
     if (this.plot) this.plot.redraw(false, false);
   }
 
+  /** A fixed y domain ([min, max]), or null to follow the data again. */
+  setYDomain(domain) {
+    const same = (a, b) => a === b || (a && b && a[0] === b[0] && a[1] === b[1]);
+    if (same(this.opts.yDomain || null, domain || null)) return;
+    this.opts.yDomain = domain || undefined;
+    if (this.plot) this.plot.setData(this._plotData(), this.xRange === null && this.xWindow === null);
+  }
+
+  /** Points drawn on top of the series (e.g. the current operating point). */
+  setDots(dots) {
+    this.dots = dots;
+    if (this.plot) this.plot.redraw(false, false);
+  }
+
   /** Labelled vertical markers (e.g. "loss non-finite since step N"). */
   setMarkers(markers) {
     this.markers = markers;
@@ -423,6 +478,20 @@ export class Chart {
       const right = x + 4 * dpr + w < left + width;
       ctx.textAlign = right ? "left" : "right";
       ctx.fillText(m.label, right ? x + 4 * dpr : x - 4 * dpr, top + 4 * dpr);
+    }
+    this.info.dotsDrawn = 0;
+    for (const d of this.dots) {
+      if (!Number.isFinite(d.x) || !Number.isFinite(d.y) || !inRange(d.x)) continue;
+      const x = u.valToPos(d.x, "x", true);
+      const y = u.valToPos(d.y, "y", true);
+      ctx.fillStyle = resolveColor(this.host, d.color, "#d32f2f");
+      ctx.strokeStyle = cssVar(this.host, "--jp-layout-color0", "#ffffff");
+      ctx.lineWidth = 2 * dpr;
+      ctx.beginPath();
+      ctx.arc(x, y, 5 * dpr, 0, 2 * Math.PI);
+      ctx.fill();
+      ctx.stroke();
+      this.info.dotsDrawn += 1;
     }
     ctx.restore();
   }

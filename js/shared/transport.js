@@ -24,7 +24,10 @@ export class ViewSync {
    * @param {Sender} model  the anywidget model (only send() is used)
    * @param {{series: string[], onChange: (names: Set<string>) => void,
    *   onError?: (message: string) => void, viewId?: string, clock?: Clock,
-   *   firstTimeoutMs?: number, maxTimeoutMs?: number}} opts
+   *   firstTimeoutMs?: number, maxTimeoutMs?: number,
+   *   accept?: (name: string) => boolean}} opts
+   *   accept: series the kernel may add later (e.g. one pair per run of a race); a
+   *   store is made for them on their first op and dropped at the next snapshot.
    */
   constructor(model, opts) {
     this.model = model;
@@ -32,6 +35,8 @@ export class ViewSync {
     /** @type {Record<string, ColumnStore>} */
     this.stores = {};
     for (const name of opts.series) this.stores[name] = new ColumnStore();
+    this._fixed = new Set(opts.series);
+    this.accept = opts.accept || (() => false);
     this.onChange = opts.onChange;
     this.onError = opts.onError || (() => {});
     this.clock = opts.clock || {
@@ -97,6 +102,8 @@ export class ViewSync {
   _snapshot(msg, buffers) {
     if (msg.to !== this.view) return; // another view's; every view receives it
     if (msg.part === 0) {
+      // series added later come back with the snapshot if the kernel still has them
+      for (const name of Object.keys(this.stores)) if (!this._fixed.has(name)) delete this.stores[name];
       for (const store of Object.values(this.stores)) store.clear();
       this._incoming = { req: msg.req, next: 0, parts: msg.parts, seq: msg.seq };
       this.synced = false;
@@ -139,12 +146,18 @@ export class ViewSync {
   /** @returns {boolean} false when an op does not fit what the view holds */
   _applyOps(ops, buffers, changed) {
     for (const op of ops) {
-      const store = this.stores[op.series];
+      let store = this.stores[op.series];
+      if (!store && this.accept(op.series)) store = this.stores[op.series] = new ColumnStore();
       if (!store) continue; // a series this view does not show
       if (!store.apply(op, buffers)) return false;
       if (changed) changed.add(op.series);
     }
     return true;
+  }
+
+  /** Forget a series added later (the kernel dropped it). */
+  drop(name) {
+    if (!this._fixed.has(name)) delete this.stores[name];
   }
 
   dispose() {

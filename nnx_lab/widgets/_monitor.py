@@ -6,13 +6,14 @@ import base64
 import collections
 import functools
 import html
+import itertools
 import logging
 import math
 import os
 import pathlib
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import traitlets as t
@@ -37,9 +38,10 @@ from ..runs import (
 )
 from ._base import NNxWidget
 from ._jobs import BackgroundJob, format_exception
+from ._monitor_series import MONITOR_KEY, add_epoch, add_steps, epoch_series, step_series
 from ._protocol import STATUSES
+from ._race import LANE_EPOCHS, LANE_POINTS, LANE_STATUSES, MAX_LANES, RaceLane
 from ._runs import find_run_dir
-from ._series import BucketSeries, ColumnSpec, Reduce
 from ._transport import SeriesTransport
 
 __all__ = ["TrainingMonitor"]
@@ -49,40 +51,8 @@ log = logging.getLogger("nnx_lab.widgets")
 _TERMINAL = ("stopped", "finished", "failed")
 _RATE_WINDOW_S = 10.0
 _LIVENESS_S = 1.0  # how often a follower checks that the run it follows can still write
-# Counts, not metrics: kept out of the epoch series (the table and the chart).
-_NOT_METRICS = frozenset({"samples", "valid"})
 _PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 _MAX_PNG_BYTES = 4 * 1024 * 1024
-
-
-def _step_series(capacity: int) -> BucketSeries:
-    return BucketSeries(
-        [
-            ColumnSpec("first", "int32", Reduce.FIRST),
-            ColumnSpec("step", "int32", Reduce.LAST),
-            ColumnSpec("loss", "float32", Reduce.MEAN),
-            ColumnSpec("lr", "float32", Reduce.LAST),
-            ColumnSpec("n", "int32", Reduce.SUM),
-            ColumnSpec("bad", "int32", Reduce.SUM),
-        ],
-        capacity=capacity,
-        bad="bad",
-    )
-
-
-def _epoch_series(capacity: int) -> BucketSeries:
-    return BucketSeries(
-        [
-            ColumnSpec("first", "int32", Reduce.FIRST),
-            ColumnSpec("epoch", "int32", Reduce.LAST),
-            ColumnSpec("step", "int32", Reduce.LAST),
-            ColumnSpec("lr", "float32", Reduce.LAST),
-            ColumnSpec("seconds", "float32", Reduce.MEAN),
-            ColumnSpec("improved", "int32", Reduce.MAX),
-            ColumnSpec("n", "int32", Reduce.SUM),
-        ],
-        capacity=capacity,
-    )
 
 
 def _never_breaks_training(hook: Callable[..., None]) -> Callable[..., None]:
@@ -112,30 +82,6 @@ def _finite(value: Any) -> float | None:
     return number if math.isfinite(number) else None
 
 
-_MONITOR_KEY = "monitor"  # epoch series column: the monitored value of each epoch
-
-
-def _epoch_values(event: EpochEnded) -> dict[str, float]:
-    """An epoch's values as flat series columns: ``train.<name>`` / ``val.<name>`` for
-    record fields and registry metrics alike (``metrics`` is flattened; counts are
-    left out), and ``monitor`` for a declared monitor's value (NaN: unavailable)."""
-    out: dict[str, float] = {}
-    for part, values in (("train", event.train), ("val", event.val)):
-        for name, value in (values or {}).items():
-            if name in _NOT_METRICS or name == "extra":
-                continue
-            if name == "metrics" and isinstance(value, dict):
-                for metric, v in value.items():
-                    out[f"{part}.{metric}"] = math.nan if v is None else float(v)
-                continue
-            out.setdefault(f"{part}.{name}", math.nan if value is None else float(value))
-    selection = getattr(event, "selection", None)
-    if selection:
-        value = selection.get("value")
-        out[_MONITOR_KEY] = math.nan if value is None else float(value)
-    return out
-
-
 def _run_labels(config: dict[str, Any] | None) -> tuple[str, str, str]:
     """(task kind, monitored series key, monitor mode) from a run's configuration."""
     config = config or {}
@@ -149,6 +95,37 @@ def _positive_int(value: Any, name: str, least: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < least:
         raise ValueError(f"{name}={value!r} is out of range: pass an integer >= {least}")
     return value
+
+
+def _check_plan(plan: Any, where: str) -> None:
+    from ..plans import ExperimentPlan  # no torch
+
+    if not isinstance(plan, ExperimentPlan):
+        raise TypeError(f"{where}: {plan!r} is not an ExperimentPlan; pass one")
+
+
+def _named_plans(plans: Mapping[str, Any] | Iterable[Any]) -> list[tuple[str, Any]]:
+    """``(name, plan)`` pairs, every plan checked before anything starts."""
+    if isinstance(plans, Mapping):
+        items = [(str(name), plan) for name, plan in plans.items()]
+    else:
+        items = [(f"run {i}", plan) for i, plan in enumerate(plans, start=1)]
+    if not items:
+        raise ValueError("race() needs at least one plan")
+    if len(items) > MAX_LANES:
+        raise ValueError(
+            f"race() got {len(items)} plans; at most {MAX_LANES} are drawn at once (one "
+            "colour each): race fewer"
+        )
+    from ..plans import PlanError, Problem
+
+    problems = []
+    for name, plan in items:
+        _check_plan(plan, f"race(): {name!r}")
+        problems += [Problem(f"{name}: {p.field}", p.value, p.fix) for p in plan.validate()]
+    if problems:
+        raise PlanError(problems)
+    return items
 
 
 class TrainingMonitor(NNxWidget):
@@ -215,6 +192,12 @@ class TrainingMonitor(NNxWidget):
     monitor_mode = t.Unicode("", help="'min' or 'max': the monitor's better direction.").tag(
         sync=True
     )
+    runs = t.List(
+        t.Dict(),
+        help="The runs of a race or a comparison, in colour order (key, name, run_id, "
+        "status, stop_reason, error, epoch, n_epochs, step, last_loss, "
+        "loss_nonfinite_since); empty while the monitor shows one run.",
+    ).tag(sync=True)
 
     def __init__(
         self,
@@ -235,8 +218,8 @@ class TrainingMonitor(NNxWidget):
         self.update_interval = float(update_interval)
         self._clock = time.monotonic  # replaceable in tests
         self._lock = threading.RLock()
-        self._steps = _step_series(max_points + max_points % 2)
-        self._epochs = _epoch_series(max_epochs + max_epochs % 2)
+        self._steps = step_series(max_points)
+        self._epochs = epoch_series(max_epochs)
         self._transport = SeriesTransport(
             self.send,
             {"steps": self._steps, "epochs": self._epochs},
@@ -249,12 +232,20 @@ class TrainingMonitor(NNxWidget):
         self._job: BackgroundJob | None = None
         self._log_path: pathlib.Path | None = None
         self._stoppable = False  # a followed run this monitor may ask to stop (launch)
+        self._run_dir: pathlib.Path | None = None
         self._follow_thread: threading.Thread | None = None
         self._follow_stop = threading.Event()
         self._stop_pending: str | None = None
         self._ui_can_stop = False
         self._snapshot_png: bytes | None = None
         self._fallback: Any = None  # the DisplayHandle of the fallback output
+        # a race or a comparison: one lane per run (see _race)
+        self._lanes: list[RaceLane] = []
+        self._lane_ids = itertools.count()
+        self._comparing = False
+        self._race_halt: str | None = None
+        self._results: dict[str, Any] = {}
+        self._race_errors: dict[str, BaseException] = {}
         self._reset_run_state()
 
     # ------------------------------------------------------------------ state
@@ -338,10 +329,15 @@ class TrainingMonitor(NNxWidget):
                 "train": {k: v for k, v in train.items() if v is not None},
                 "val": {k: v for k, v in val.items() if v is not None} or None,
             }
-            if _MONITOR_KEY in cols:  # a declared monitor: its value (None: unavailable)
-                row["monitor"] = _finite(cols[_MONITOR_KEY][i])
+            if MONITOR_KEY in cols:  # a declared monitor: its value (None: unavailable)
+                row["monitor"] = _finite(cols[MONITOR_KEY][i])
             rows.append(row)
         return rows
+
+    @property
+    def run_dir(self) -> pathlib.Path | None:
+        """The directory of the run shown (None before a run started)."""
+        return self._run_dir
 
     @property
     def transport_stats(self) -> Any:
@@ -381,6 +377,7 @@ class TrainingMonitor(NNxWidget):
             self._steps_per_epoch = event.steps_per_epoch
             self._t0_mono = self._clock()
             self._started_wall = float(event.time)
+            self._run_dir = pathlib.Path(event.run_dir) if event.run_dir else None
             self._step_seen = self._start_step
             self._epoch_seen = int(event.start_epoch)
             with self.hold_sync():
@@ -410,16 +407,8 @@ class TrainingMonitor(NNxWidget):
         if not records:
             return
         with self._lock:
+            losses = add_steps(self._steps, records)
             steps = [int(r.step) for r in records]
-            losses = [math.nan if r.loss is None else float(r.loss) for r in records]
-            self._steps.extend(
-                {
-                    "first": steps,
-                    "step": steps,
-                    "loss": losses,
-                    "lr": [math.nan if r.lr is None else float(r.lr) for r in records],
-                }
-            )
             for step, loss in zip(steps, losses, strict=True):
                 if math.isfinite(loss):
                     self._last_finite = (step, loss)
@@ -438,19 +427,7 @@ class TrainingMonitor(NNxWidget):
     @_never_breaks_training
     def on_epoch_ended(self, event: EpochEnded) -> None:
         with self._lock:
-            row: dict[str, Any] = {
-                "first": [int(event.epoch)],
-                "epoch": [int(event.epoch)],
-                "step": [int(event.step)],
-                "lr": [math.nan if event.lr is None else float(event.lr)],
-                "seconds": [math.nan if event.seconds is None else float(event.seconds)],
-                "improved": [int(bool(event.improved))],
-            }
-            for key, value in _epoch_values(event).items():
-                if not self._epochs.has(key):
-                    self._epochs.add_value(key)
-                row[key] = [value]
-            self._epochs.extend(row)
+            add_epoch(self._epochs, event)
             self._step_seen = max(self._step_seen, int(event.step))
             self._epoch_seen = max(self._epoch_seen, int(event.epoch))
             if self._steps_per_epoch is None and len(self._epochs) == 1:
@@ -512,6 +489,8 @@ class TrainingMonitor(NNxWidget):
                 self.last_finite_step, self.last_finite_loss = self._last_finite
             self.loss_nonfinite_since = self._nonfinite_since
             self.loss_nonfinite_steps = self._nonfinite_steps
+            if self._lanes:
+                self._publish_lanes()
 
     def _elapsed(self, now_mono: float) -> float:
         if self._started_wall is None:
@@ -566,9 +545,12 @@ class TrainingMonitor(NNxWidget):
         """Ask the run to stop after its current step (the Stop button does this).
 
         The run writes its LAST checkpoint and records status "stopped"; the monitor
-        shows "stopping" until then. A run followed from a log cannot be stopped here.
+        shows "stopping" until then. A run followed from a log is stopped through its
+        folder when this monitor follows it for ``nnx_lab.launch``; otherwise not here.
         """
         with self._lock:
+            if self._lanes and self._job is not None and self._job.is_alive():
+                self._race_halt = reason  # the runs still queued do not start
             if self._control is None:
                 if self._job is not None and self._job.is_alive():
                     self._stop_pending = reason  # fit() started; the loop attaches soon
@@ -657,30 +639,39 @@ class TrainingMonitor(NNxWidget):
         the ``NNRun`` (or re-raises the training error); ``run`` is the ``NNRun`` once
         done.
         """
+        sinks = [self, *callbacks]
+
+        def target() -> Any:
+            return model.train(params=params, callbacks=sinks, **train_kwargs)
+
+        self._start(target, "nnx-monitor-fit")
+        return self
+
+    def _start(
+        self, target: Callable[[], Any], name: str, lanes: Iterable[str] = ()
+    ) -> list[RaceLane]:
+        """Start ``target`` in the background thread; ``lanes`` names a race's runs."""
         with self._lock:
             if self._job is not None and self._job.is_alive():
                 raise RuntimeError(
                     f"this monitor is already training (run {self.run_id or 'starting'}); "
                     f"call stop() or wait() first, or use another TrainingMonitor"
                 )
-            if self._log_path is not None:
+            if self._log_path is not None or self._comparing:
                 raise RuntimeError(
-                    "this monitor shows a run from its log (from_run); create a new "
-                    "TrainingMonitor() to train"
+                    "this monitor shows runs from their logs (from_run / compare); create "
+                    "a new TrainingMonitor() to train"
                 )
             self._reset_run_state()
+            self._clear_lanes()
+            made = [self._new_lane(lane, forward=True) for lane in lanes]
             self._transport.flush()
             self._stop_pending = None
-            sinks = [self, *callbacks]
-
-            def target() -> Any:
-                return model.train(params=params, callbacks=sinks, **train_kwargs)
-
-            self._job = BackgroundJob(
-                target, name="nnx-monitor-fit", on_error=self._on_training_error
-            )
+            self._race_halt = None
+            self._results, self._race_errors = {}, {}
+            self._job = BackgroundJob(target, name=name, on_error=self._on_training_error)
             self._job.start()
-        return self
+        return made
 
     def _on_training_error(self, exc: BaseException) -> None:
         with self._lock:
@@ -695,11 +686,13 @@ class TrainingMonitor(NNxWidget):
 
     @property
     def run(self) -> Any:
-        """The ``NNRun`` of the last ``fit``, once it has ended; else ``None``."""
+        """The ``NNRun`` of the last ``fit`` or ``fit_plan``, once it has ended; else
+        ``None`` (also after a ``race``: see ``results``)."""
         job = self._job
-        if job is None or job.is_alive():
+        if job is None or job.is_alive() or self._lanes:
             return None
-        return job.result
+        result = job.result
+        return getattr(result, "run", result)  # fit_plan's FitResult holds it
 
     def wait(self, timeout: float | None = None) -> Any:
         """Wait for the ``fit`` run; return its ``NNRun`` or re-raise its exception.
@@ -723,6 +716,197 @@ class TrainingMonitor(NNxWidget):
         if job.exception is not None:
             raise job.exception
         return job.result
+
+    # ------------------------------------------------------------------ plans and races
+
+    def fit_plan(
+        self, plan: Any, *, callbacks: Iterable[Any] = (), **fit_kwargs: Any
+    ) -> TrainingMonitor:
+        """Fit an ``ExperimentPlan`` in a background thread and return at once.
+
+        Runs ``plan.fit(callbacks=[self, *callbacks], report=False, **fit_kwargs)``
+        (``report=True`` prints the binding report as a plain fit does). Stop and
+        ``wait()`` work as for ``fit``; ``wait()`` returns the ``FitResult``.
+        """
+        _check_plan(plan, "fit_plan(plan)")
+        fit_kwargs.setdefault("report", False)
+        sinks = [self, *callbacks]
+
+        def target() -> Any:
+            return plan.fit(callbacks=sinks, **fit_kwargs)
+
+        self._start(target, "nnx-monitor-fit")
+        return self
+
+    def race(
+        self,
+        plans: Mapping[str, Any] | Iterable[Any],
+        *,
+        callbacks: Iterable[Any] = (),
+        **fit_kwargs: Any,
+    ) -> TrainingMonitor:
+        """Fit several ``ExperimentPlan``s one after another, drawn on top of each other.
+
+        ``plans`` maps names to plans (or is a list of plans, named "run 1", ...). Each
+        run gets a colour and a legend entry: its loss per step and its per-epoch
+        metric, and its own status (queued, running, finished, stopped, failed,
+        skipped). The header and Stop follow the run that trains; Stop ends it and
+        skips the runs still queued. Every plan is validated before the first fit: a
+        refused plan starts nothing. A run that fails is shown under the widget and
+        the race goes on. ``wait()`` returns ``{name: FitResult}`` of the runs that
+        ended (``results`` holds them too). The runs are fitted one after another,
+        never in parallel threads: ``fit()`` seeds the process-wide random streams, so
+        parallel fits would change each other's randomness (and on a 2-core machine
+        they were not faster: see ``benchmarks/race.py``).
+        """
+        items = _named_plans(plans)
+        fit_kwargs.setdefault("report", False)
+        extra = list(callbacks)
+
+        def target() -> dict[str, Any]:
+            with self._lock:
+                lanes = list(self._lanes)  # made by _start before this thread began
+            for lane, (name, plan) in zip(lanes, items, strict=True):
+                with self._lock:
+                    halt = self._race_halt
+                if halt is not None:
+                    lane.skip(f"not started: {halt}")
+                    continue
+                try:
+                    result = plan.fit(callbacks=[lane, *extra], **fit_kwargs)
+                except Exception as exc:  # shown under the widget; the race goes on
+                    log.info("race run %r failed: %s", name, exc)
+                    with self._lock:
+                        self._race_errors[name] = exc
+                    if lane.status not in ("failed", "stopped"):
+                        lane.fail(exc)
+                    else:
+                        self._lane_changed()
+                    continue
+                lane.result = result
+                with self._lock:
+                    self._results[name] = result
+            with self._lock:
+                self._stop_pending = None
+                return dict(self._results)
+
+        self._start(target, "nnx-monitor-race", [name for name, _ in items])
+        return self
+
+    @property
+    def results(self) -> dict[str, Any]:
+        """``{name: FitResult}`` of the race's runs that have ended (finished or stopped)."""
+        with self._lock:
+            return dict(self._results)
+
+    @property
+    def race_errors(self) -> dict[str, BaseException]:
+        """``{name: exception}`` of the race's runs that failed."""
+        with self._lock:
+            return dict(self._race_errors)
+
+    def _new_lane(self, name: str, *, forward: bool) -> RaceLane:
+        lane = RaceLane(
+            self,
+            f"lane{next(self._lane_ids)}",
+            name,
+            points=min(LANE_POINTS, self._steps.capacity),
+            epochs=min(LANE_EPOCHS, self._epochs.capacity),
+            forward=forward,
+        )
+        steps, epochs = lane.series_names
+        self._transport.series[steps] = lane.steps
+        self._transport.series[epochs] = lane.epochs
+        self._lanes.append(lane)
+        return lane
+
+    def _clear_lanes(self) -> None:
+        with self._lock:
+            for lane in self._lanes:
+                for name in lane.series_names:
+                    self._transport.series.pop(name, None)
+            self._lanes = []
+            self.runs = []
+
+    def _publish_lanes(self) -> None:
+        """The ``runs`` trait, and the failed runs' errors under the widget."""
+        self.runs = [lane.info() for lane in self._lanes]
+        errors = [f"[{lane.name}] {lane.error}" for lane in self._lanes if lane.error]
+        if errors:
+            self.error = "\n\n".join(errors)
+
+    def _lane_changed(self) -> None:
+        """A run of the race changed status: its last rows first, then the status."""
+        with self._lock:
+            if self._transport.paused:
+                return
+            self._transport.flush()  # publishes the lanes (on_flush)
+
+    @classmethod
+    def compare(
+        cls,
+        run_ids: Iterable[str] | Mapping[str, str],
+        runs_root: str | os.PathLike[str] | None = None,
+        *,
+        update_interval: float = 0.1,
+        smoothing: float = 0.9,
+    ) -> TrainingMonitor:
+        """Finished runs drawn on top of each other, as a race shows them.
+
+        ``run_ids`` lists run ids (or unambiguous prefixes), or maps names to them.
+        Each run's ``metrics.jsonl`` is read once (a run still being written is shown
+        as far as its log goes, with the status its ``metadata.yaml`` records). Every
+        id is checked before any log is read.
+        """
+        if isinstance(run_ids, str):
+            raise TypeError(
+                f"compare() takes several run ids: pass a list, e.g. [{run_ids!r}, ...]"
+            )
+        named = list(run_ids.items()) if isinstance(run_ids, Mapping) else None
+        ids = [rid for _, rid in named] if named is not None else list(run_ids)
+        if not ids:
+            raise ValueError("compare() needs at least one run id")
+        if len(ids) > MAX_LANES:
+            raise ValueError(
+                f"compare() got {len(ids)} runs; at most {MAX_LANES} are drawn at once "
+                f"(one colour each): pass fewer"
+            )
+        dirs = [find_run_dir(rid, runs_root) for rid in ids]
+        names = [n for n, _ in named] if named is not None else [d.name[:8] for d in dirs]
+        monitor = cls(update_interval=update_interval, smoothing=smoothing)
+        monitor._comparing = True
+        monitor.from_log = True
+        monitor._transport.paused = True  # one update once every log is read
+        try:
+            for name, run_dir in zip(names, dirs, strict=True):
+                lane = monitor._new_lane(str(name), forward=False)
+                lane.run_id = run_dir.name
+                monitor._read_lane(lane, run_dir)
+        finally:
+            monitor._transport.paused = False
+        with monitor._lock, monitor.hold_sync():
+            monitor.status = "finished"
+            monitor.run_id = ""
+            monitor._transport.flush()
+        return monitor
+
+    def _read_lane(self, lane: RaceLane, run_dir: pathlib.Path) -> None:
+        tail = JsonlReader(run_dir / "metrics.jsonl", strict=False)
+        for obj in tail.read():
+            try:
+                event: Event = event_from_json(obj)
+            except (ValueError, TypeError, KeyError) as exc:
+                log.warning("%s: skipping a log line: %s", tail.path, exc)
+                continue
+            hook = getattr(lane, event.hook, None)
+            if hook is not None:
+                hook(event)
+        if lane.status in ("queued", "running"):  # no run_finished line
+            status = self._recorded_status(run_dir)
+            # "running": another process still writes it (compare reads it once)
+            lane.status = status if status in LANE_STATUSES else "interrupted"
+            if lane.status == "interrupted" and not lane.stop_reason:
+                lane.stop_reason = "its log ends without a run_finished line"
 
     # ------------------------------------------------------------------ from a log
 
@@ -780,6 +964,7 @@ class TrainingMonitor(NNxWidget):
         self._log_path = run_dir / "metrics.jsonl"
         self._stoppable = bool(stoppable)
         self.run_id = run_dir.name
+        self._run_dir = run_dir
         self.from_log = True
         tail = JsonlReader(self._log_path, strict=False)
         self._transport.paused = True  # one update once the whole log is read
@@ -906,7 +1091,21 @@ class TrainingMonitor(NNxWidget):
     # ------------------------------------------------------------------ text
 
     def summary(self) -> str:
-        """One line: run, status, epoch, step, the last loss (and non-finite losses)."""
+        """One line: run, status, epoch, step, the last loss (and non-finite losses);
+        for a race or a comparison, each run's name, status and last loss."""
+        with self._lock:
+            lanes = [lane.info() for lane in self._lanes]
+        if lanes:
+            kind = "compare" if self._comparing else "race"
+            runs = []
+            for lane in lanes:
+                text = f"{lane['name']} {lane['status']}"
+                if lane["loss_nonfinite_since"] is not None:
+                    text += f" loss non-finite since step {lane['loss_nonfinite_since']}"
+                elif lane["last_loss"] is not None:
+                    text += f" loss {lane['last_loss']:.4g}"
+                runs.append(text)
+            return f"{kind} of {len(lanes)} runs: " + "; ".join(runs)
         parts = [f"run={self.run_id or '-'}", f"status={self.status}"]
         if self.n_epochs:
             parts.append(f"epoch {self.epoch}/{self.n_epochs}")

@@ -260,8 +260,9 @@ class Lab:
     def run_command(self, command: str) -> None:
         self.page.evaluate("(c) => window.jupyterapp.commands.execute(c)", command)
 
-    def run_all(self) -> None:
-        """Clear the outputs, then Run > Run All Cells, and wait for the kernel."""
+    def run_all(self, timeout: float = KERNEL_TIMEOUT) -> None:
+        """Clear the outputs, then Run > Run All Cells, and wait for the kernel
+        (``timeout`` ms for the whole notebook)."""
         from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
         page = self.page
@@ -283,7 +284,7 @@ class Lab:
             )
             self.run_command("notebook:run-all-cells")
             page.wait_for_function(started, timeout=UI_TIMEOUT)
-        self.wait_idle()
+        self.wait_idle(timeout)
 
     def wait_idle(self, timeout: float = KERNEL_TIMEOUT) -> None:
         """Wait until every code cell shows an execution count and the kernel is idle."""

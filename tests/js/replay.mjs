@@ -2,7 +2,8 @@
 // (js/shared/transport.js) and prints what the view then holds. Used by
 // tests/python/test_widget_contract.py:  node tests/js/replay.mjs messages.json
 //
-// Input: {"view": id, "series": [names], "messages": [{"content": {...}, "buffers": [base64...]}]}
+// Input: {"view": id, "series": [names], "accept": regex or null (series added later),
+//         "messages": [{"content": {...}, "buffers": [base64...]}]}
 // Output: {"synced", "seq", "hellos", "series": {name: {"width", "total", "columns": {field: [values]}}}}
 import { readFileSync } from "node:fs";
 import { ViewSync } from "../../js/shared/transport.js";
@@ -13,6 +14,7 @@ const model = { send: (content) => sent.push(content) };
 const sync = new ViewSync(model, {
   series: input.series,
   viewId: input.view,
+  accept: input.accept ? (name) => new RegExp(input.accept).test(name) : undefined,
   onChange() {},
   clock: { setTimeout: () => 0, clearTimeout() {}, now: () => 0 },
 });

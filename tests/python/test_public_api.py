@@ -15,7 +15,9 @@ import nnx_lab
 ROOT = Path(__file__).resolve().parents[2]
 
 EXPECTED = {
+    "AbstentionExplorer",
     "Activations",
+    "CalibrationExplorer",
     "Callback",
     "CheckpointCorruptError",
     "Checkpoints",
@@ -44,6 +46,7 @@ EXPECTED = {
     "NNTrainParams",
     "Nets",
     "Optims",
+    "PlanBuilder",
     "PrecisionPolicy",
     "PrecisionUnsupportedError",
     "Prediction",
@@ -78,6 +81,22 @@ EXPECTED = {
 
 def test_the_exported_names_are_pinned():
     assert set(nnx_lab.__all__) == EXPECTED
+
+
+def test_the_widget_names_are_pinned():
+    import nnx_lab.widgets
+
+    assert set(nnx_lab.widgets.__all__) == {
+        "AbstentionExplorer",
+        "BundleMissingError",
+        "CalibrationExplorer",
+        "DriftReport",
+        "PlanBuilder",
+        "TrainingMonitor",
+    }
+    # the widget that draws a report is not the report: nnx_lab.drift_report returns data
+    assert nnx_lab.widgets.DriftReport is not nnx_lab.plans.DriftReport
+    assert "DriftReport" not in nnx_lab.__all__
 
 
 MODULES = {"events", "precision", "data_splits", "preprocessing", "provenance", "distributed"}

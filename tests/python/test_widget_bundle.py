@@ -23,7 +23,7 @@ ENTRIES = sorted(p.parent.name for p in JS.glob("*/index.js") if p.parent.name !
 
 
 def test_every_widget_has_an_entry_and_a_budget():
-    assert ENTRIES == ["monitor"]
+    assert ENTRIES == ["abstention", "calibration", "drift", "monitor", "plan_builder"]
     assert set(ENTRIES) == set(BUDGETS) - {"_comment"}
 
 
@@ -105,11 +105,50 @@ def test_the_widget_syncs_every_trait_the_view_reads():
     assert read <= synced, f"the view reads traits the kernel does not sync: {read - synced}"
 
 
+@pytest.mark.parametrize(
+    ("entry", "make"),
+    [
+        ("plan_builder", lambda: _widgets().PlanBuilder()),
+        ("drift", lambda: _widgets().DriftReport(_plans().ExperimentPlan())),
+    ],
+)
+def test_each_widget_syncs_every_trait_its_view_reads(entry, make):
+    read = set()
+    for path in (JS / entry).glob("*.js"):
+        text = path.read_text()
+        read |= set(re.findall(r'\b(?:m|model)\.get\("(\w+)"\)', text))
+        read |= set(re.findall(r'"change:(\w+)"', text))
+        traits = re.search(r"TRAITS = \[(.*?)\];", text, re.S)
+        if traits:
+            read |= set(re.findall(r'"(\w+)"', traits.group(1)))
+        listed = re.search(r"for \(const name of \[(.*?)\]\)", text, re.S)
+        if listed:
+            read |= set(re.findall(r'"(\w+)"', listed.group(1)))
+    widget = make()
+    synced = set(widget.keys)
+    widget.close()
+    assert len(read) > 5
+    missing = read - synced
+    assert not missing, f"the {entry} view reads traits the kernel does not sync: {missing}"
+
+
+def _widgets():
+    import nnx_lab.widgets
+
+    return nnx_lab.widgets
+
+
+def _plans():
+    import nnx_lab.plans
+
+    return nnx_lab.plans
+
+
 def test_importing_the_widgets_loads_no_torch():
     code = (
         "import sys\n"
         "import nnx_lab.widgets\n"
-        "from nnx_lab.widgets import TrainingMonitor\n"
+        "from nnx_lab.widgets import DriftReport, PlanBuilder, TrainingMonitor\n"
         "loaded = sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.'))\n"
         "assert not loaded, loaded\n"
     )

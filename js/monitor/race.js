@@ -1,0 +1,169 @@
+// Several runs drawn on top of each other (a race of plans, or TrainingMonitor.compare):
+// one colour per run, the same in every chart, in the legend and in the runs table.
+// The kernel lists the runs in the synced `runs` trait (what to draw) and sends each
+// run's rows as the series `<key>.steps` / `<key>.epochs`.
+import { alignColumns } from "../shared/chart.js";
+import { h } from "../shared/dom.js";
+import { fmtInt, fmtValue } from "../shared/format.js";
+import { smoothLoss } from "./smoothing.js";
+
+/** One colour per run (distinct in light and dark themes); the kernel allows 8 runs. */
+export const RACE_COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf"];
+
+/** @typedef {{key: string, name: string, run_id: string, status: string, stop_reason: string,
+ *   error: string, epoch: number, n_epochs: number, step: number, last_loss: number|null,
+ *   loss_nonfinite_since: number|null}} Lane */
+
+/** @param {number} i */
+export function laneColor(i) {
+  return RACE_COLORS[i % RACE_COLORS.length];
+}
+
+/** The identity of a list of runs: charts are rebuilt only when it changes. */
+export function lanesKey(lanes) {
+  return lanes.map((l) => `${l.key}:${l.name}`).join("|");
+}
+
+/** Series names of a lane. */
+export function laneSeries(lane) {
+  return { steps: `${lane.key}.steps`, epochs: `${lane.key}.epochs` };
+}
+
+/** Whether a series name belongs to a lane (what ViewSync accepts besides its own). */
+export function isLaneSeries(name) {
+  return /^lane\d+\.(steps|epochs)$/.test(name);
+}
+
+/** Chart series specs: one line per run, in its colour. */
+export function laneSpecs(lanes, extra = {}) {
+  return lanes.map((l, i) => ({ label: l.name, color: laneColor(i), width: 2, ...extra }));
+}
+
+/**
+ * The step chart's data: each run's smoothed loss (and lr) on one shared x of steps.
+ * @param {Lane[]} lanes @param {Record<string, import("../shared/store.js").ColumnStore>} stores
+ * @param {number} smoothing
+ */
+export function raceSteps(lanes, stores, smoothing) {
+  const loss = [];
+  const lr = [];
+  for (const lane of lanes) {
+    const s = stores[laneSeries(lane).steps];
+    if (!s || !s.length) {
+      loss.push({ x: [], ys: [[]] });
+      lr.push({ x: [], ys: [[]] });
+      continue;
+    }
+    const x = s.column("step");
+    loss.push({ x, ys: [smoothLoss(s.column("loss"), s.column("n"), smoothing)] });
+    lr.push({ x, ys: [s.column("lr")] });
+  }
+  return { loss: alignColumns(loss), lr: alignColumns(lr) };
+}
+
+/** Metric names of every run's epoch series: validation ones first. */
+export function raceMetrics(lanes, stores) {
+  const val = new Set();
+  const train = new Set();
+  for (const lane of lanes) {
+    const e = stores[laneSeries(lane).epochs];
+    if (!e) continue;
+    for (const f of e.fields) {
+      if (f.includes(":")) continue;
+      if (f.startsWith("val.")) val.add(f.slice(4));
+      else if (f.startsWith("train.")) train.add(f.slice(6));
+    }
+  }
+  return { val: [...val], all: [...new Set([...val, ...train])] };
+}
+
+/**
+ * The epoch chart's data: each run's validation value of `metric` per epoch (its
+ * training value when no run has a validation one).
+ */
+export function raceEpochs(lanes, stores, metric) {
+  const { val } = raceMetrics(lanes, stores);
+  const split = val.includes(metric) ? "val" : "train";
+  const parts = lanes.map((lane) => {
+    const e = stores[laneSeries(lane).epochs];
+    if (!e || !e.length) return { x: [], ys: [[]] };
+    const name = `${split}.${metric}`;
+    return { x: e.column("epoch"), ys: [e.has(name) ? e.column(name) : new Float32Array(e.length).fill(NaN)] };
+  });
+  return { split, ...alignColumns(parts) };
+}
+
+/** The best (lowest, or highest for accuracy-like metrics) and last value of a column. */
+export function bestAndLast(values, higherIsBetter) {
+  let best = NaN;
+  let last = NaN;
+  for (let i = 0; i < values.length; i++) {
+    const v = values[i];
+    if (!Number.isFinite(v)) continue;
+    last = v;
+    if (!Number.isFinite(best) || (higherIsBetter ? v > best : v < best)) best = v;
+  }
+  return { best, last };
+}
+
+/** Metrics where more is better (the rest, losses and errors, are better low). */
+export function higherIsBetter(metric) {
+  return /acc|auc|f1|precision|recall|r2|coverage/i.test(metric);
+}
+
+const STATUS_WORDS = ["running", "queued", "finished", "stopped", "failed", "skipped", "interrupted", "stopping"];
+
+/** "race of 3 runs: 1 finished, 1 running, 1 queued" */
+export function raceSummary(lanes, comparing) {
+  const counts = new Map();
+  for (const l of lanes) counts.set(l.status, (counts.get(l.status) || 0) + 1);
+  const parts = STATUS_WORDS.filter((s) => counts.has(s)).map((s) => `${counts.get(s)} ${s}`);
+  const what = comparing ? "comparing" : "race of";
+  return `${what} ${lanes.length} run${lanes.length === 1 ? "" : "s"}: ${parts.join(", ")}`;
+}
+
+/** The runs table: colour, name, run id, status, epoch, step, last loss, metric. */
+export class RaceTable {
+  constructor() {
+    this.table = h("table", { class: "nnx-table nnx-race-table", "data-testid": "race-table" });
+    this.thead = h("thead");
+    this.tbody = h("tbody");
+    this.table.append(this.thead, this.tbody);
+    this.root = h("div", { class: "nnx-table-box nnx-race", role: "region", "aria-label": "Runs" }, [this.table]);
+  }
+
+  /**
+   * @param {Lane[]} lanes @param {Record<string, any>} stores
+   * @param {string} metric  the per-epoch metric the chart shows
+   * @param {string} split   "val" or "train"
+   */
+  render(lanes, stores, metric, split) {
+    const mLabel = metric ? `${split} ${metric}` : "metric";
+    this.thead.replaceChildren(
+      h("tr", {}, ["", "run", "id", "status", "epoch", "step", "loss", `best ${mLabel}`, `last ${mLabel}`].map((t) => h("th", { scope: "col", text: t }))),
+    );
+    const hib = higherIsBetter(metric);
+    const rows = lanes.map((lane, i) => {
+      const e = stores[laneSeries(lane).epochs];
+      const col = e && metric && e.has(`${split}.${metric}`) ? e.column(`${split}.${metric}`) : new Float32Array(0);
+      const { best, last } = bestAndLast(col, hib);
+      const swatch = h("span", { class: "nnx-swatch nnx-race-swatch" });
+      swatch.style.borderColor = laneColor(i);
+      const status = h("span", { class: "nnx-status", "data-status": lane.status, text: lane.status });
+      const reason = lane.error || lane.stop_reason;
+      if (reason) status.title = reason;
+      const since = lane.loss_nonfinite_since;
+      const loss = since !== null && since !== undefined ? `non-finite since step ${fmtInt(since)}` : fmtValue(lane.last_loss);
+      const epoch = lane.n_epochs ? `${fmtInt(lane.epoch)} / ${fmtInt(lane.n_epochs)}` : fmtInt(lane.epoch);
+      const id = h("code", { class: "nnx-run-id", text: lane.run_id ? lane.run_id.slice(0, 8) : "–" });
+      if (lane.run_id) id.title = lane.run_id;
+      const cells = [swatch, lane.name, id, status, epoch, fmtInt(lane.step), loss, fmtValue(best), fmtValue(last)];
+      return h(
+        "tr",
+        { "data-run": lane.name, "data-status": lane.status, "data-color": laneColor(i) },
+        cells.map((c) => h("td", {}, [c])),
+      );
+    });
+    this.tbody.replaceChildren(...rows);
+  }
+}

@@ -1,0 +1,11 @@
+// The PlanBuilder widget's entry: anywidget reads the default export.
+import "./plan_builder.css";
+import { PlanBuilderView } from "./view.js";
+
+/** @param {{model: any, el: HTMLElement, host?: any, signal?: AbortSignal}} ctx */
+function render({ model, el, host, signal }) {
+  const view = new PlanBuilderView(model, el, { host, signal });
+  return () => view.dispose();
+}
+
+export default { render };

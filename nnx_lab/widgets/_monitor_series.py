@@ -1,0 +1,112 @@
+"""The TrainingMonitor's two series and how an event becomes their rows.
+
+One run's history is a step series (loss and lr per optimizer step) and an epoch
+series (the per-epoch metrics). The monitor keeps one pair for the run it follows and,
+when it shows a race, one pair per run of the race (``_race.RaceLane``): both fill
+them with the functions below, so a run looks the same wherever it is drawn.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ..engine.events import EpochEnded, StepRecord
+from ._series import BucketSeries, ColumnSpec, Reduce
+
+__all__ = [
+    "MONITOR_KEY",
+    "NOT_METRICS",
+    "add_epoch",
+    "add_steps",
+    "epoch_series",
+    "epoch_values",
+    "step_series",
+]
+
+# Counts, not metrics: kept out of the epoch series (the table and the chart).
+NOT_METRICS = frozenset({"samples", "valid"})
+MONITOR_KEY = "monitor"  # epoch series column: the monitored value of each epoch
+
+
+def step_series(capacity: int) -> BucketSeries:
+    return BucketSeries(
+        [
+            ColumnSpec("first", "int32", Reduce.FIRST),
+            ColumnSpec("step", "int32", Reduce.LAST),
+            ColumnSpec("loss", "float32", Reduce.MEAN),
+            ColumnSpec("lr", "float32", Reduce.LAST),
+            ColumnSpec("n", "int32", Reduce.SUM),
+            ColumnSpec("bad", "int32", Reduce.SUM),
+        ],
+        capacity=capacity + capacity % 2,
+        bad="bad",
+    )
+
+
+def epoch_series(capacity: int) -> BucketSeries:
+    return BucketSeries(
+        [
+            ColumnSpec("first", "int32", Reduce.FIRST),
+            ColumnSpec("epoch", "int32", Reduce.LAST),
+            ColumnSpec("step", "int32", Reduce.LAST),
+            ColumnSpec("lr", "float32", Reduce.LAST),
+            ColumnSpec("seconds", "float32", Reduce.MEAN),
+            ColumnSpec("improved", "int32", Reduce.MAX),
+            ColumnSpec("n", "int32", Reduce.SUM),
+        ],
+        capacity=capacity + capacity % 2,
+    )
+
+
+def add_steps(series: BucketSeries, records: tuple[StepRecord, ...]) -> list[float]:
+    """Append one row per step record; returns the losses (NaN where there is none)."""
+    steps = [int(r.step) for r in records]
+    losses = [math.nan if r.loss is None else float(r.loss) for r in records]
+    series.extend(
+        {
+            "first": steps,
+            "step": steps,
+            "loss": losses,
+            "lr": [math.nan if r.lr is None else float(r.lr) for r in records],
+        }
+    )
+    return losses
+
+
+def epoch_values(event: EpochEnded) -> dict[str, float]:
+    """An epoch's values as flat series columns: ``train.<name>`` / ``val.<name>`` for
+    record fields and registry metrics alike (``metrics`` is flattened; counts are
+    left out), and ``monitor`` for a declared monitor's value (NaN: unavailable)."""
+    out: dict[str, float] = {}
+    for part, values in (("train", event.train), ("val", event.val)):
+        for name, value in (values or {}).items():
+            if name in NOT_METRICS or name == "extra":
+                continue
+            if name == "metrics" and isinstance(value, dict):
+                for metric, v in value.items():
+                    out[f"{part}.{metric}"] = math.nan if v is None else float(v)
+                continue
+            out.setdefault(f"{part}.{name}", math.nan if value is None else float(value))
+    selection = getattr(event, "selection", None)
+    if selection:
+        value = selection.get("value")
+        out[MONITOR_KEY] = math.nan if value is None else float(value)
+    return out
+
+
+def add_epoch(series: BucketSeries, event: EpochEnded) -> None:
+    """Append the epoch's row; a metric seen for the first time gets its column."""
+    row: dict[str, Any] = {
+        "first": [int(event.epoch)],
+        "epoch": [int(event.epoch)],
+        "step": [int(event.step)],
+        "lr": [math.nan if event.lr is None else float(event.lr)],
+        "seconds": [math.nan if event.seconds is None else float(event.seconds)],
+        "improved": [int(bool(event.improved))],
+    }
+    for key, value in epoch_values(event).items():
+        if not series.has(key):
+            series.add_value(key)
+        row[key] = [value]
+    series.extend(row)

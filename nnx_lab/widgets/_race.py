@@ -1,0 +1,210 @@
+"""The runs of a race (or of a comparison) drawn on top of each other in one monitor.
+
+A ``RaceLane`` is one run: a sink of that run's events with its own bounded step and
+epoch series (the same columns as the monitor's own, ``_monitor_series``) and its own
+status. The monitor registers a lane's series with its transport under the names
+``<key>.steps`` and ``<key>.epochs`` (``key`` is ``lane<n>``, never reused by the same
+monitor, so a view can never mistake an old lane's rows for a new one's), and lists
+the lanes in its synced ``runs`` trait, which says what each view draws.
+
+While a race trains, each lane also passes its run's events on to the monitor itself,
+so the header, the counters and the Stop button follow the run that is training now.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import math
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ..engine.events import EpochEnded, RunFinished, RunStarted, StepEnded, StepMetrics
+from ._jobs import format_exception
+from ._monitor_series import add_epoch, add_steps, epoch_series, step_series
+
+if TYPE_CHECKING:
+    from ._monitor import TrainingMonitor
+
+__all__ = ["LANE_STATUSES", "MAX_LANES", "RaceLane"]
+
+log = logging.getLogger("nnx_lab.widgets")
+
+# A run of a race is "queued" before it starts and "skipped" when the race was
+# stopped before its turn; the others are the monitor's own statuses.
+LANE_STATUSES = (
+    "queued",
+    "running",
+    "stopping",
+    "stopped",
+    "finished",
+    "failed",
+    "interrupted",
+    "skipped",
+)
+TERMINAL = ("stopped", "finished", "failed", "interrupted", "skipped")
+# One colour per run, told apart at a glance: more runs would repeat colours.
+MAX_LANES = 8
+# Per run of a race: enough to draw an overlay (uPlot draws at most a few points per
+# pixel column); past it, rows merge in pairs as in the monitor's own series.
+LANE_POINTS = 20_000
+LANE_EPOCHS = 5_000
+
+
+def _guarded(hook: Callable[..., None]) -> Callable[..., None]:
+    """A lane's display problem must not fail the run it follows."""
+
+    @functools.wraps(hook)
+    def guarded(self: RaceLane, *args: Any) -> None:
+        try:
+            hook(self, *args)
+        except Exception as exc:
+            log.exception("race lane %s: %s failed; training goes on", self.name, hook.__name__)
+            try:
+                self.monitor.show_error(exc)
+            except Exception:
+                log.debug("could not show the error under the widget", exc_info=True)
+
+    return guarded
+
+
+class RaceLane:
+    """One run of a race: its series, its status, and a sink of its events."""
+
+    def __init__(
+        self,
+        monitor: TrainingMonitor,
+        key: str,
+        name: str,
+        *,
+        points: int,
+        epochs: int,
+        forward: bool,
+    ) -> None:
+        self.monitor = monitor
+        self.key = key
+        self.name = name
+        self.forward = forward  # pass events on to the monitor (a race that trains)
+        self.steps = step_series(points)
+        self.epochs = epoch_series(epochs)
+        self.run_id = ""
+        self.status = "queued"
+        self.stop_reason = ""
+        self.error = ""
+        self.epoch = 0
+        self.n_epochs = 0
+        self.step = 0
+        self.last_loss: float | None = None
+        self.nonfinite_since: int | None = None
+        self.result: Any = None  # the FitResult once the run has ended
+
+    @property
+    def series_names(self) -> tuple[str, str]:
+        return f"{self.key}.steps", f"{self.key}.epochs"
+
+    def info(self) -> dict[str, Any]:
+        """What the ``runs`` trait says about this run (small; synced at every flush)."""
+        loss = self.last_loss
+        return {
+            "key": self.key,
+            "name": self.name,
+            "run_id": self.run_id,
+            "status": self.status,
+            "stop_reason": self.stop_reason,
+            "error": self.error.splitlines()[0] if self.error else "",
+            "epoch": self.epoch,
+            "n_epochs": self.n_epochs,
+            "step": self.step,
+            "last_loss": loss if loss is not None and math.isfinite(loss) else None,
+            "loss_nonfinite_since": self.nonfinite_since,
+        }
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def fail(self, exc: BaseException | str) -> None:
+        """The run failed (before it started, or the loop raised)."""
+        with self.monitor._lock:
+            self.status = "failed"
+            self.error = exc if isinstance(exc, str) else format_exception(exc)
+        self.monitor._lane_changed()
+
+    def skip(self, reason: str) -> None:
+        with self.monitor._lock:
+            self.status = "skipped"
+            self.stop_reason = reason
+        self.monitor._lane_changed()
+
+    # ------------------------------------------------------------------ sink hooks
+
+    def on_attach(self, control: Any) -> None:
+        if self.forward:
+            self.monitor.on_attach(control)
+
+    def on_detach(self) -> None:
+        if self.forward:
+            self.monitor.on_detach()
+
+    @_guarded
+    def on_run_started(self, event: RunStarted) -> None:
+        with self.monitor._lock:
+            self.run_id = event.run_id
+            self.status = "running"
+            self.epoch = int(event.start_epoch)
+            self.step = int(event.start_step)
+            self.n_epochs = int(event.start_epoch) + int(event.n_epochs) - 1
+        if self.forward:
+            self.monitor.on_run_started(event)
+        self.monitor._lane_changed()
+
+    @_guarded
+    def on_step_ended(self, event: StepEnded) -> None:
+        self.step = max(self.step, int(event.step))
+        self.epoch = max(self.epoch, int(event.epoch))
+        if self.forward:
+            self.monitor.on_step_ended(event)
+        else:
+            self.monitor._transport.request_flush()
+
+    @_guarded
+    def on_step_metrics(self, event: StepMetrics) -> None:
+        records = event.records
+        if records:
+            with self.monitor._lock:
+                losses = add_steps(self.steps, records)
+                for record, loss in zip(records, losses, strict=True):
+                    if math.isfinite(loss):
+                        self.nonfinite_since = None
+                    elif self.nonfinite_since is None:
+                        self.nonfinite_since = int(record.step)
+                self.last_loss = losses[-1]
+                self.step = max(self.step, int(records[-1].step))
+        if self.forward:
+            self.monitor.on_step_metrics(event)
+        else:
+            self.monitor._transport.request_flush()
+
+    @_guarded
+    def on_epoch_ended(self, event: EpochEnded) -> None:
+        with self.monitor._lock:
+            add_epoch(self.epochs, event)
+            self.epoch = max(self.epoch, int(event.epoch))
+            self.step = max(self.step, int(event.step))
+        if self.forward:
+            self.monitor.on_epoch_ended(event)
+        else:
+            self.monitor._transport.request_flush()
+
+    @_guarded
+    def on_run_finished(self, event: RunFinished) -> None:
+        with self.monitor._lock:
+            self.step = max(self.step, int(event.steps))
+            self.status = event.status if event.status in TERMINAL else "finished"
+            self.stop_reason = event.stop_reason or ""
+            if event.status == "failed":
+                text = event.error or "training failed"
+                if event.traceback:
+                    text = f"{text}\n\n{event.traceback.rstrip()}"
+                self.error = text
+        if self.forward:
+            self.monitor.on_run_finished(event)
+        self.monitor._lane_changed()

@@ -1,0 +1,302 @@
+// The PlanBuilder view: a form made from the field descriptions, debounced edits, the
+// kernel's errors next to their field, the run id, the buttons, the monitor drawn inside.
+import { existsSync } from "node:fs";
+import { resolve } from "node:path";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { inputKind, valueText } from "../../js/plan_builder/fields.js";
+import { PlanBuilderView } from "../../js/plan_builder/view.js";
+import { fakeModel, settle } from "./helpers.js";
+
+let el;
+let view;
+
+beforeEach(() => {
+  el = document.createElement("div");
+  document.body.append(el);
+});
+
+afterEach(() => {
+  if (view && !view._disposed) view.dispose();
+  view = undefined;
+  el.remove();
+  vi.useRealTimers();
+});
+
+const q = (id, root = el) => root.querySelector(`[data-testid="${id}"]`);
+
+function field(path, type, extra = {}) {
+  const name = path.split(".").pop();
+  return {
+    path,
+    section: path.startsWith("net.") ? "net" : "optim",
+    name,
+    label: name.replace(/_/g, " "),
+    owner: `X.${name}`,
+    type,
+    default: null,
+    required: false,
+    nullable: false,
+    choices: null,
+    custom_allowed: false,
+    in_run_id: true,
+    toggle: null,
+    ...extra,
+  };
+}
+
+const FIELDS = [
+  field("net.input_dim", "int", { required: true }),
+  field("net.hidden_dims", "int_list", { default: [] }),
+  field("train.optim.name", "choice", { choices: ["adam", "sgd"], default: "adam" }),
+  field("train.optim.max_lr", "float", { default: 0.001 }),
+  field("train.scheduler", "bool", { default: false, section: "scheduler" }),
+  field("train.scheduler.patience", "int", { default: 10, section: "scheduler", toggle: "train.scheduler" }),
+];
+
+function builderModel(extra = {}) {
+  return fakeModel({
+    fields: FIELDS,
+    sections: [
+      { id: "net", title: "Network", open: true },
+      { id: "optim", title: "Optimizer", open: true },
+      { id: "scheduler", title: "Scheduler", open: false },
+    ],
+    values: { "net.input_dim": 8, "net.hidden_dims": [32, 16], "train.optim.name": "adam", "train.optim.max_lr": 0.001, "train.scheduler": false, "train.scheduler.patience": 10 },
+    set_paths: ["net.input_dim", "net.hidden_dims"],
+    drafts: {},
+    errors: {},
+    problems: [],
+    objects: [{ what: "data.train", description: "factory toy.make, called once per fit", via: "with_data" }],
+    run_id: "ab".repeat(16),
+    run_state: "ready",
+    run_note: "new: runs/abab",
+    run_exists: "",
+    branch_list: [],
+    busy: "",
+    monitor: null,
+    error: "",
+    ...extra,
+  });
+}
+
+const input = (path) => q(`field-${path}`);
+const edits = (model) => model.sent.filter((m) => m.content.kind === "edit").map((m) => m.content);
+
+describe("the form", () => {
+  it("has one input per field, of the field's kind, in its section", () => {
+    const model = builderModel();
+    view = new PlanBuilderView(model, el);
+    expect([...el.querySelectorAll(".nnx-pb-section")].map((s) => s.dataset.section)).toEqual(["net", "optim", "scheduler"]);
+    for (const f of FIELDS) expect(input(f.path), f.path).not.toBeNull();
+    expect(input("net.hidden_dims").value).toBe("32, 16");
+    expect(input("train.optim.name").tagName).toBe("SELECT");
+    expect(input("train.optim.name").value).toBe('"adam"');
+    expect(input("train.scheduler").type).toBe("checkbox");
+    expect(input("net.input_dim").closest(".nnx-pb-field").classList.contains("nnx-pb-default")).toBe(false);
+    expect(input("train.optim.max_lr").closest(".nnx-pb-field").classList.contains("nnx-pb-default")).toBe(true);
+    // a field whose section is switched off is disabled
+    expect(input("train.scheduler.patience").disabled).toBe(true);
+    expect(q("plan-run-id").textContent).toBe("ab".repeat(16));
+    expect(q("plan-run-state").textContent).toBe("new");
+    expect(q("objects").textContent).toContain("factory toy.make");
+  });
+
+  it("grows an input for a field the kernel adds, with no change to the view", () => {
+    const model = builderModel();
+    view = new PlanBuilderView(model, el);
+    model.set("fields", [...FIELDS, field("train.optim.warmup_steps", "int", { default: 0 })]);
+    const added = input("train.optim.warmup_steps");
+    expect(added).not.toBeNull();
+    expect(added.placeholder).toBe("default 0");
+    expect(added.closest(".nnx-pb-section").dataset.section).toBe("optim");
+  });
+
+  it("sends what is typed once the typing rests, and at once on Enter", () => {
+    vi.useFakeTimers();
+    const model = builderModel();
+    view = new PlanBuilderView(model, el);
+    const lr = input("train.optim.max_lr");
+    for (const text of ["0", "0.", "0.0", "0.01"]) {
+      lr.value = text;
+      lr.dispatchEvent(new Event("input"));
+      vi.advanceTimersByTime(100);
+    }
+    expect(edits(model)).toEqual([]); // still typing
+    expect(lr.closest(".nnx-pb-field").dataset.state).toBe("pending");
+    vi.advanceTimersByTime(400);
+    expect(edits(model)).toEqual([{ kind: "edit", path: "train.optim.max_lr", text: "0.01" }]);
+    lr.value = "0.02";
+    lr.dispatchEvent(new Event("input"));
+    lr.dispatchEvent(new KeyboardEvent("keydown", { key: "Enter" }));
+    expect(edits(model).at(-1)).toEqual({ kind: "edit", path: "train.optim.max_lr", text: "0.02" });
+    vi.advanceTimersByTime(1000);
+    expect(edits(model)).toHaveLength(2); // nothing sent twice
+  });
+
+  it("sends a select's and a checkbox's value at once", () => {
+    const model = builderModel();
+    view = new PlanBuilderView(model, el);
+    const name = input("train.optim.name");
+    name.value = '"sgd"';
+    name.dispatchEvent(new Event("change"));
+    const sched = input("train.scheduler");
+    sched.checked = true;
+    sched.dispatchEvent(new Event("change"));
+    expect(edits(model)).toEqual([
+      { kind: "edit", path: "train.optim.name", value: "sgd" },
+      { kind: "edit", path: "train.scheduler", value: true },
+    ]);
+  });
+
+  it("shows a refused value as typed, with the kernel's message next to it", () => {
+    const model = builderModel();
+    view = new PlanBuilderView(model, el);
+    const msg = "train.optim.max_lr='abc': pass a learning rate > 0";
+    model.set("drafts", { "train.optim.max_lr": "abc" });
+    model.set("errors", { "train.optim.max_lr": msg });
+    const row = input("train.optim.max_lr").closest(".nnx-pb-field");
+    expect(input("train.optim.max_lr").value).toBe("abc");
+    expect(q("error-train.optim.max_lr").textContent).toBe(msg);
+    expect(q("error-train.optim.max_lr").hidden).toBe(false);
+    expect(row.dataset.state).toBe("refused");
+    expect(input("train.optim.max_lr").getAttribute("aria-invalid")).toBe("true");
+    // the kernel accepted a new value: the message goes, the field shows the value
+    model.set("errors", {});
+    model.set("drafts", {});
+    model.set("values", { ...model.get("values"), "train.optim.max_lr": 0.01 });
+    expect(input("train.optim.max_lr").value).toBe("0.01");
+    expect(q("error-train.optim.max_lr").hidden).toBe(true);
+    expect(row.dataset.state).toBe("ok");
+  });
+
+  it("keeps a field's text while it is typed in, and shows the plan's problems by field", () => {
+    const model = builderModel();
+    view = new PlanBuilderView(model, el);
+    const lr = input("train.optim.max_lr");
+    lr.focus();
+    lr.value = "0.0";
+    lr.dispatchEvent(new Event("input"));
+    model.set("values", { ...model.get("values"), "train.optim.max_lr": 0.5 }); // from Python
+    expect(lr.value).toBe("0.0");
+    model.set("problems", [
+      { field: "net.input_dim", value: null, fix: "set it", text: "net.input_dim=None: set it" },
+      { field: "data.train", value: null, fix: "give the data", text: "data.train=None: give the data" },
+    ]);
+    expect(q("error-net.input_dim").textContent).toBe("net.input_dim=None: set it");
+    expect(q("plan-problems").textContent).toBe("data.train=None: give the data"); // no field for it
+    expect(q("fit").disabled).toBe(true);
+    expect(q("fit").title).toBe("Fix the 2 problems first");
+  });
+});
+
+describe("the buttons", () => {
+  it("send Fit, Branch (with its name), Fit branches and Reset, edits first", () => {
+    vi.useFakeTimers();
+    const model = builderModel({ branch_list: [{ name: "fast", changes: [{ path: "train.optim.max_lr", value: 0.01 }], problems: 0, current: false }] });
+    view = new PlanBuilderView(model, el);
+    const lr = input("train.optim.max_lr");
+    lr.value = "0.3";
+    lr.dispatchEvent(new Event("input"));
+    q("fit").click();
+    expect(model.sent.map((m) => m.content.kind)).toEqual(["edit", "fit"]);
+    q("branch-name").value = " slow ";
+    q("branch").click();
+    expect(model.sent.at(-1).content).toEqual({ kind: "branch", name: "slow" });
+    expect(q("branch-name").value).toBe("");
+    q("branch").click();
+    expect(model.sent.at(-1).content).toEqual({ kind: "branch", name: null });
+    q("fit-branches").click();
+    q("reset").click();
+    expect(model.sent.slice(-2).map((m) => m.content.kind)).toEqual(["fit_branches", "reset"]);
+    const chip = el.querySelector('[data-branch="fast"]');
+    expect(chip.textContent).toContain("max_lr 0.01");
+    chip.querySelector('[data-testid="load-branch"]').click();
+    chip.querySelector('[data-testid="drop-branch"]').click();
+    expect(model.sent.slice(-2).map((m) => m.content)).toEqual([
+      { kind: "load_branch", name: "fast" },
+      { kind: "drop_branch", name: "fast" },
+    ]);
+  });
+
+  it("are off while a fit runs, and Fit branches without branches", () => {
+    const model = builderModel();
+    view = new PlanBuilderView(model, el);
+    expect(q("fit").disabled).toBe(false);
+    expect(q("fit-branches").disabled).toBe(true);
+    model.set("busy", "fit");
+    expect(q("fit").disabled).toBe(true);
+    expect(q("fit").title).toMatch(/Stop it in the monitor/);
+  });
+
+  it("shows the run that exists and the kernel's error", () => {
+    const model = builderModel();
+    view = new PlanBuilderView(model, el);
+    model.set("run_exists", "finished");
+    expect(q("plan-run-state").textContent).toBe("exists (finished)");
+    expect(q("plan-run-state").dataset.state).toBe("exists");
+    model.set("error", "FileExistsError: run abab exists already");
+    expect(q("plan-error").hidden).toBe(false);
+    expect(q("plan-error").textContent).toBe("FileExistsError: run abab exists already");
+  });
+});
+
+describe("the monitor inside the builder", () => {
+  it("draws the child widget the kernel names, and a new one in its place", async () => {
+    const rendered = [];
+    const host = {
+      async getWidget(ref) {
+        return {
+          async render({ el: box, signal }) {
+            box.append(Object.assign(document.createElement("div"), { className: "child", textContent: ref }));
+            rendered.push({ ref, signal });
+          },
+        };
+      },
+    };
+    const model = builderModel();
+    view = new PlanBuilderView(model, el, { host });
+    expect(q("monitor-slot").children).toHaveLength(0);
+    model.set("monitor", "anywidget:m1");
+    await settle();
+    expect(q("monitor-slot").querySelector(".child").textContent).toBe("anywidget:m1");
+    model.set("monitor", "anywidget:m2");
+    await settle();
+    expect([...q("monitor-slot").querySelectorAll(".child")].map((c) => c.textContent)).toEqual(["anywidget:m2"]);
+    expect(rendered[0].signal.aborted).toBe(true); // the first view was let go
+    view.dispose();
+    expect(rendered[1].signal.aborted).toBe(true);
+  });
+
+  it("says so where the front end cannot draw a child widget", async () => {
+    const model = builderModel({ monitor: "anywidget:m1" });
+    view = new PlanBuilderView(model, el, {});
+    await settle();
+    expect(q("monitor-slot").textContent).toMatch(/display builder.monitor/);
+  });
+});
+
+describe("field helpers", () => {
+  it("pick the input and the text of a value from the description alone", () => {
+    expect(inputKind({ type: "bool" })).toBe("checkbox");
+    expect(inputKind({ type: "str", choices: ["last", "best"] })).toBe("select");
+    expect(inputKind({ type: "any", choices: null })).toBe("text");
+    expect(valueText({ type: "any" }, [0.9, 0.999])).toBe("[0.9,0.999]");
+    expect(valueText({ type: "float" }, null)).toBe("");
+  });
+});
+
+describe("built plan_builder bundle", () => {
+  it("exports only a default widget object with render, and cleans up", async () => {
+    const bundle = resolve("nnx_lab/static/plan_builder.js");
+    expect(existsSync(bundle), "run `npm run build` first").toBe(true);
+    const mod = await import(/* @vite-ignore */ bundle);
+    expect(Object.keys(mod)).toEqual(["default"]);
+    expect(Object.keys(mod.default)).toEqual(["render"]);
+    const model = builderModel();
+    const cleanup = mod.default.render({ model, el });
+    expect(el.querySelector(".nnx-plan-builder")).not.toBeNull();
+    cleanup();
+    expect(el.querySelector(".nnx-plan-builder")).toBeNull();
+    expect(model.listenerCount()).toBe(0);
+  });
+});

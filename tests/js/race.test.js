@@ -1,0 +1,182 @@
+// The monitor's race mode: several runs on top of each other, one colour per run.
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { RACE_COLORS, bestAndLast, raceSummary } from "../../js/monitor/race.js";
+import { MonitorView } from "../../js/monitor/view.js";
+import { alignColumns, toPlotValues } from "../../js/shared/chart.js";
+import { epochColumns, fakeModel, op, settle, snapshot, stepColumns, update } from "./helpers.js";
+
+let el;
+let view;
+
+beforeEach(() => {
+  el = document.createElement("div");
+  document.body.append(el);
+});
+
+afterEach(() => {
+  if (view && !view._disposed) view.dispose();
+  view = undefined;
+  el.remove();
+});
+
+const q = (id, root = el) => root.querySelector(`[data-testid="${id}"]`);
+
+function lane(i, name, extra = {}) {
+  return {
+    key: `lane${i}`,
+    name,
+    run_id: `${i}`.repeat(32),
+    status: "finished",
+    stop_reason: "",
+    error: "",
+    epoch: 3,
+    n_epochs: 3,
+    step: 30,
+    last_loss: 0.1,
+    loss_nonfinite_since: null,
+    ...extra,
+  };
+}
+
+/** A view whose hello is answered with each lane's steps and epochs. */
+async function raceShown(model, perLane) {
+  view = new MonitorView(model, el);
+  const hello = model.lastHello();
+  const ops = [];
+  perLane.forEach(([from, to, loss], i) => {
+    ops.push(op(`lane${i}.steps`, 0, stepColumns(from, to, loss)));
+    ops.push(op(`lane${i}.epochs`, 0, epochColumns(1, 3)));
+  });
+  const s = snapshot(hello.view, hello.req, 1, ops);
+  model.custom(s.content, s.buffers);
+  await settle();
+  return view;
+}
+
+describe("aligning runs on one x", () => {
+  it("puts each run's values at its own steps and leaves holes elsewhere", () => {
+    const a = alignColumns([
+      { x: [1, 2, 4], ys: [[10, 20, 40]] },
+      { x: [2, 3], ys: [[NaN, 30]] },
+    ]);
+    expect(a.x).toEqual([1, 2, 3, 4]);
+    expect(a.ys[0]).toEqual([10, 20, undefined, 40]);
+    expect(a.ys[1]).toEqual([undefined, NaN, 30, undefined]);
+    // a hole is drawn across (undefined), a run's own non-finite value is a gap (null)
+    expect(toPlotValues(a.ys[1]).data).toEqual([undefined, null, 30, undefined]);
+  });
+
+  it("keeps the best and the last finite value", () => {
+    expect(bestAndLast([3, NaN, 1, 2], false)).toEqual({ best: 1, last: 2 });
+    expect(bestAndLast([0.5, 0.9, 0.7], true)).toEqual({ best: 0.9, last: 0.7 });
+  });
+
+  it("sums the runs up by status", () => {
+    const lanes = [lane(0, "a"), lane(1, "b", { status: "running" }), lane(2, "c", { status: "queued" })];
+    expect(raceSummary(lanes, false)).toBe("race of 3 runs: 1 running, 1 queued, 1 finished");
+    expect(raceSummary(lanes.slice(0, 1), true)).toBe("comparing 1 run: 1 finished");
+  });
+});
+
+describe("TrainingMonitor view with several runs", () => {
+  it("draws one line per run in its own colour, with a legend entry and a status each", async () => {
+    const model = fakeModel({
+      status: "running",
+      run_id: "1".repeat(32),
+      smoothing: 0, // the lines are the raw losses
+      runs: [lane(0, "base"), lane(1, "fast", { status: "running", step: 12 })],
+    });
+    await raceShown(model, [
+      [1, 30, (s) => 1 / s],
+      [1, 12, (s) => 2 / s],
+    ]);
+    expect(el.querySelector(".nnx-monitor").dataset.mode).toBe("race");
+    // the loss chart: one series per run (plus x), on the union of the runs' steps
+    const u = view.lossChart.plot;
+    expect(u.series.slice(1).map((s) => s.label)).toEqual(["base", "fast"]);
+    expect(u.data[0]).toHaveLength(30);
+    expect(u.data[2][11]).toBeCloseTo(2 / 12, 5);
+    expect(u.data[2][12]).toBeUndefined(); // "fast" has no step 13
+    expect(q("loss-chart").dataset.runs).toBe("2");
+    expect(q("loss-chart").dataset.steps).toBe("42");
+    // the stroke colours are the race palette, in order
+    const strokes = u.series.slice(1).map((s) => s.stroke());
+    expect(strokes).toEqual([RACE_COLORS[0], RACE_COLORS[1]]);
+    // the epoch chart: the validation loss of each run per epoch
+    expect(view.epochChart.plot.series.slice(1).map((s) => s.label)).toEqual(["base", "fast"]);
+    expect(view.epochChart.plot.data[0]).toEqual([1, 2, 3]);
+    expect(view.epochChart.plot.data[1]).toEqual([1, 0.5, expect.closeTo(1 / 3, 5)]);
+    // legend and runs table
+    const legendItems = [...q("race-legend").querySelectorAll(".nnx-legend-item")].map((n) => n.textContent);
+    expect(legendItems).toEqual(["base", "fast"]);
+    const rows = [...q("race-table").querySelectorAll("tbody tr")];
+    expect(rows.map((r) => [r.dataset.run, r.dataset.status, r.dataset.color])).toEqual([
+      ["base", "finished", RACE_COLORS[0]],
+      ["fast", "running", RACE_COLORS[1]],
+    ]);
+    expect(rows[0].textContent).toContain("0.3333"); // best and last val loss
+    expect(q("race-status").textContent).toBe("race of 2 runs: 1 running, 1 finished");
+    expect(q("epochs-table").closest(".nnx-paged").hidden).toBe(true);
+  });
+
+  it("follows the updates of each run and their statuses", async () => {
+    const model = fakeModel({ runs: [lane(0, "a", { status: "running" }), lane(1, "b", { status: "queued" })] });
+    await raceShown(model, [
+      [1, 5, (s) => 1 / s],
+      [1, 0, (s) => 1 / s],
+    ]);
+    const u1 = update(2, [op("lane1.steps", 0, stepColumns(1, 8, () => 0.5))]);
+    model.custom(u1.content, u1.buffers);
+    model.set("runs", [lane(0, "a"), lane(1, "b", { status: "running" })]);
+    await settle();
+    expect(view.lossChart.plot.data[0]).toHaveLength(8);
+    expect(view.lossChart.plot.data[2][7]).toBeCloseTo(0.5, 5);
+    const statuses = [...q("race-table").querySelectorAll("tbody tr")].map((r) => r.dataset.status);
+    expect(statuses).toEqual(["finished", "running"]);
+  });
+
+  it("reads out every run's value at the step under the pointer", async () => {
+    const model = fakeModel({ runs: [lane(0, "a"), lane(1, "b")] });
+    model.set("smoothing", 0);
+    await raceShown(model, [
+      [1, 4, () => 1],
+      [3, 4, () => 2],
+    ]);
+    view._lossReadout(0);
+    expect(view.lossReadout.textContent).toBe("step 1 · a 1");
+    view._lossReadout(3);
+    expect(view.lossReadout.textContent).toBe("step 4 · a 1 · b 2");
+  });
+
+  it("a comparison hides the current-run line; a single run afterwards brings it back", async () => {
+    const model = fakeModel({ status: "finished", from_log: true, run_id: "", runs: [lane(0, "a"), lane(1, "b")] });
+    await raceShown(model, [
+      [1, 3],
+      [1, 3],
+    ]);
+    expect(view.runTitle.hidden).toBe(true);
+    expect(q("race-status").textContent).toBe("comparing 2 runs: 2 finished");
+    model.set("from_log", false);
+    model.set("runs", []);
+    await settle();
+    expect(el.querySelector(".nnx-monitor").dataset.mode).toBe("run");
+    expect(view.lossChart.plot.series.slice(1).map((s) => s.label)).toEqual(["loss", "smoothed", "max", "min"]);
+    expect(q("race-table").closest(".nnx-race").hidden).toBe(true);
+    expect(q("race-status").hidden).toBe(true);
+    // lane stores were dropped; the run's own series are still there
+    expect(Object.keys(view.sync.stores).sort()).toEqual(["epochs", "steps"]);
+  });
+
+  it("keeps the log scale and the charts' place in their figure when the runs change", async () => {
+    const model = fakeModel({ runs: [lane(0, "a")] });
+    await raceShown(model, [[1, 10]]);
+    view.logToggle.checked = true;
+    view._setLog(true);
+    model.set("runs", [lane(0, "a"), lane(1, "b")]);
+    await settle();
+    expect(view.lossChart.opts.logY).toBe(true);
+    const fig = q("loss-chart");
+    const kids = [...fig.children];
+    expect(kids.indexOf(view.lossChart.plot.root)).toBeLessThan(kids.indexOf(view.lossReadout));
+  });
+});
