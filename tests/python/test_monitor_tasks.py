@@ -26,7 +26,7 @@ from nnx_lab.widgets import TrainingMonitor
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
-def _regression_run(root, monitor):
+def _regression_run(root, monitor, min_delta=0.01):
     g = torch.Generator().manual_seed(0)
     X = torch.randn(64, 4, generator=g)
     y = (X @ torch.tensor([1.0, -1.0, 0.5, 2.0])).unsqueeze(1)
@@ -41,7 +41,7 @@ def _regression_run(root, monitor):
         val_loader=DataLoader(TensorDataset(X[:32], y[:32]), batch_size=16),
         optim=NNOptimParams(max_lr=1e-2),
         metrics=[MetricSpec("mae")],
-        monitor=MonitorSpec("mae", min_delta=0.01),
+        monitor=MonitorSpec("mae", min_delta=min_delta),
         runs_root=str(root),
         progress=False,
     )
@@ -97,3 +97,26 @@ def test_a_run_without_a_task_or_monitor_has_empty_labels(tmp_path):
         assert "monitor" not in monitor.epoch_rows[0]
     finally:
         monitor.close()
+
+
+def test_compared_runs_hold_their_declared_metrics_and_decisions(tmp_path):
+    """A comparison's lanes are filled as the single-run monitor is: declared metrics
+    are flattened into their own columns and the monitor's value has its column."""
+    runs = []
+    for min_delta in (0.01, 0.5):  # two runs: the monitor enters the run id
+        m = TrainingMonitor()
+        try:
+            runs.append(_regression_run(tmp_path, m, min_delta))
+        finally:
+            m.close()
+    cmp = TrainingMonitor.compare([r.id for r in runs], runs_root=tmp_path)
+    try:
+        for lane, run in zip(cmp._lanes, runs, strict=True):
+            assert lane.epochs.has("val.mae")
+            assert "val.valid" not in lane.epochs.values  # a count, not a metric
+            mae = [e["val"]["metrics"]["mae"] for e in run.epochs]
+            assert lane.epochs.column("val.mae").tolist() == pytest.approx(mae, rel=1e-6)
+            picked = [e["selection"]["value"] for e in run.epochs]
+            assert lane.epochs.column("monitor").tolist() == pytest.approx(picked, rel=1e-6)
+    finally:
+        cmp.close()
