@@ -21,6 +21,7 @@ import {
   raceSummary,
 } from "./race.js";
 import { smoothLoss } from "./smoothing.js";
+import { firstMetric, metricTitle, monitorColumn, setYTitle, taskView, trainColumns } from "./task.js";
 
 /**
  * The part of an anywidget model this view uses.
@@ -87,6 +88,7 @@ export class MonitorView {
     for (const name of HEADER_TRAITS) this._on(`change:${name}`, () => this._header());
     this._on("change:error", () => this._error());
     this._on("change:smoothing", () => this._onSmoothingTrait());
+    for (const name of ["task_kind", "monitor_metric", "monitor_mode"]) this._on(`change:${name}`, () => this._onTask());
     this._on("change:runs", () => this._onRuns());
     /** @type {import("./race.js").Lane[]} */
     this._lanes = [];
@@ -96,8 +98,15 @@ export class MonitorView {
     this._error();
     this._onSmoothingTrait();
     this._renderSteps();
-    this._renderEpochs();
+    this._onTask();
     this.sync.hello();
+  }
+
+  /** The run's task and monitor: the loss axis title and the epoch chart's first metric. */
+  _onTask() {
+    setYTitle(this.lossChart, taskView(this.model.get("task_kind") || "").loss);
+    this._metricChosen = false; // a new run: open on its monitored (or task's) metric
+    this._renderEpochs();
   }
 
   _on(event, cb) {
@@ -190,7 +199,10 @@ export class MonitorView {
     this.raceLegend = h("div", { class: "nnx-legend", "data-testid": "race-legend" });
     this.raceLegend.hidden = true;
     this.metricSelect = h("select", { "data-testid": "metric-select", "aria-label": "Per-epoch metric" });
-    this.metricSelect.addEventListener("change", () => this._renderEpochs());
+    this.metricSelect.addEventListener("change", () => {
+      this._metricChosen = true;
+      this._renderEpochs();
+    });
     this.epochCaption = h("label", { text: "Per epoch: " }, [this.metricSelect]);
     this.epochFig.append(h("figcaption", {}, [this.epochCaption]));
     this.epochReadout = readout();
@@ -249,7 +261,8 @@ export class MonitorView {
     this.lossChart = new Chart(this.lossFig, {
       title: race ? "Training loss per step of each run, smoothed" : "Training loss per step, raw and smoothed",
       xLabel: "step",
-      yLabel: "loss",
+      // a rebuilt chart keeps the task's loss title (_onTask sets it on a live one)
+      yLabel: race ? "loss" : taskView(this.model.get("task_kind") || "").loss,
       height: 220,
       series: lossSeries,
       bands: race ? [] : [{ upper: 2, lower: 3, fill: "--nnx-band" }],
@@ -646,7 +659,9 @@ export class MonitorView {
     }
     const { val, all } = this._metrics();
     const have = [...this.metricSelect.options].map((o) => o.value).join("|");
-    const current = this.metricSelect.value || (all.includes("loss") ? "loss" : all[0] || "");
+    const m = this.model;
+    const opening = firstMetric(m.get("task_kind") || "", m.get("monitor_metric") || "", all);
+    const current = (this._metricChosen && this.metricSelect.value) || opening;
     if (have !== all.join("|")) this.metricSelect.replaceChildren(...all.map((n) => h("option", { value: n, text: n })));
     if (all.includes(current)) this.metricSelect.value = current;
     this._renderEpochChart();
@@ -659,6 +674,7 @@ export class MonitorView {
     const metric = this.metricSelect.value;
     const col = (name) => (e.has(name) ? e.column(name) : new Float32Array(e.length).fill(NaN));
     const x = e.column("epoch");
+    setYTitle(this.epochChart, metricTitle(metric));
     this.epochChart.showSeries([2, 3], e.width > 1);
     this.epochChart.setData(x, [col(`val.${metric}`), col(`train.${metric}`), col(`val.${metric}:max`), col(`val.${metric}:min`)]);
   }
@@ -684,8 +700,9 @@ export class MonitorView {
     const columns = [
       { key: "epoch", label: "epoch", cell: (i) => `${fmtRange(first[i], epoch[i])}${improved[i] ? " ★" : ""}` },
       { key: "step", label: "step", cell: (i) => fmtInt(step[i]) },
-      { key: "train.loss", label: "train loss", cell: value("train.loss"), title: spread("train.loss") },
+      ...trainColumns(this.model.get("task_kind") || "", e, value, spread),
       ...valNames.map((n) => ({ key: `val.${n}`, label: `val ${n}`, cell: value(`val.${n}`), title: spread(`val.${n}`) })),
+      ...[monitorColumn(e, this.model.get("monitor_metric") || "", this.model.get("monitor_mode") || "")].filter(Boolean),
       { key: "lr", label: "lr", cell: (i) => fmtValue(lr[i]), className: "nnx-nowrap" },
       { key: "time", label: "time", cell: (i) => fmtDuration(seconds[i]), className: "nnx-nowrap" },
     ];

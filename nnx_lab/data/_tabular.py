@@ -140,7 +140,7 @@ class NNTabularDataset:
             raise DataError("NNTabularDataset.df", "has no rows", "pass a frame with rows")
 
         # -- admission: every check on the selected columns, before the split ---------------
-        X_src = self._numeric(df, features, "feature")
+        X_src = self._numeric(df, features, "feature", feature_dtype)
         self._admit_features(X_src, features, feature_dtype)
         self.classes: list[Any] | None = None
         y = self._targets(df, target_col, target_dtype)
@@ -248,7 +248,9 @@ class NNTabularDataset:
         return features
 
     @staticmethod
-    def _numeric(df: Any, cols: list[str], role: str) -> np.ndarray:
+    def _numeric(
+        df: Any, cols: list[str], role: str, requested: torch.dtype | None = None
+    ) -> np.ndarray:
         import pandas as pd
 
         bad = [c for c in cols if not pd.api.types.is_numeric_dtype(df[c])]
@@ -265,7 +267,8 @@ class NNTabularDataset:
             kinds = {c: str(df[c].dtype) for c in nan_cols}
             raise DataError(
                 "NNTabularDataset",
-                f"NaN in {role} column(s) {kinds}",
+                f"NaN in {role} column(s) {kinds}"
+                + ("" if requested is None else f" (requested {requested})"),
                 "drop or impute the missing values before building the dataset",
             )
         return values

@@ -437,8 +437,21 @@ def _errors(b: MetricBatch, _: Mapping[str, Any]) -> dict[str, torch.Tensor]:
     }
 
 
+def _subsets(b: MetricBatch, _: Mapping[str, Any]) -> dict[str, torch.Tensor]:
+    """Bernoulli: rows whose every valid output is decoded right, and rows with at least
+    one valid output (an invalid output neither helps nor spoils its row)."""
+    valid = b.valid if b.valid.ndim > 1 else b.valid.unsqueeze(1)
+    right = (b.labels == b.targets.long()).reshape(valid.shape) | ~valid
+    rows = valid.any(dim=1)
+    return {
+        "exact": (right.all(dim=1) & rows).sum(dtype=b.dtype),
+        "rows": rows.sum(dtype=b.dtype),
+    }
+
+
 for _stat in (
     Statistic("confusion", "sum", frozenset({"labels"}), _confusion),
+    Statistic("subsets", "sum", frozenset({"labels"}), _subsets),
     Statistic("nll", "sum", frozenset({"log_probs"}), _nll),
     Statistic("brier", "sum", frozenset({"probs"}), _brier),
     Statistic("reliability", "sum", frozenset({"probs", "labels"}), _reliability),
@@ -669,6 +682,24 @@ for _metric in (
         "confusion",
         _f1_weighted,
         "per-class F1 weighted by each class's number of targets",
+    ),
+    MetricDef(
+        "subset_accuracy",
+        "labels",
+        "higher",
+        ("bernoulli",),
+        "subsets",
+        _mean_of("exact", "rows"),
+        "rows whose every valid output is decoded right (exact match ratio)",
+    ),
+    MetricDef(
+        "hamming_loss",
+        "labels",
+        "lower",
+        ("bernoulli",),
+        "confusion",
+        _error,
+        "output elements decoded wrong (1 - per-element accuracy)",
     ),
     MetricDef(
         "nll",

@@ -64,7 +64,7 @@ class DistributedTrainStep(TrainStep):
     def _weight(self, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         loss = self.loss
         if loss.per == "target":
-            return (y != loss.ignore_index).sum().to(torch.float32)
+            return loss.valid_targets(y).to(torch.float32)
         if loss.per == "element":
             return torch.tensor(float(out.numel()), device=out.device)
         return torch.tensor(float(y.shape[0]), device=out.device)
@@ -101,7 +101,8 @@ class DistributedTrainStep(TrainStep):
         union_sum, union_weight = self._finish_exchange(stats, work)
         self.updater.step(union_weight / self.collective.world_size, step_number=step_number)
         preds = self.task.decode(out.detach()) if self._decode else None
-        return StepOutput((union_sum / union_weight).detach(), preds, y, int(y.shape[0]))
+        kept = out.detach().float() if self.keep_outputs else None  # declared metrics
+        return StepOutput((union_sum / union_weight).detach(), preds, y, int(y.shape[0]), kept)
 
     def accumulated(
         self, window: list[tuple[torch.Tensor, torch.Tensor]], step_number: int = 0
@@ -129,5 +130,8 @@ class DistributedTrainStep(TrainStep):
         union_sum, union_weight = self._finish_exchange(stats, work)
         self.updater.step(union_weight / self.collective.world_size, step_number=step_number)
         preds = torch.cat([self.task.decode(o.detach()) for o in outs]) if self._decode else None
+        kept = torch.cat([o.detach().float() for o in outs]) if self.keep_outputs else None
         y_all = torch.cat([y for _, y in window])
-        return StepOutput((union_sum / union_weight).detach(), preds, y_all, int(y_all.shape[0]))
+        return StepOutput(
+            (union_sum / union_weight).detach(), preds, y_all, int(y_all.shape[0]), kept
+        )

@@ -143,11 +143,17 @@ def check_batch(batch: Any, field: str, net: NNParams, task: Task, where: str) -
         )
     if task.kind == "categorical":
         _check_classes(y, field, net, task, where)
+    elif task.masks_nan:
+        _check_masked(y, field, task, where)
     elif y.is_floating_point() and not bool(torch.isfinite(y).all()):
         raise DataError(
             field, f"{where}'s targets hold NaN/inf values", "clean the targets before training"
         )
-    if task.kind in ("binary", "regression") and task.shaped and y.numel() != rows * net.output_dim:
+    if (
+        task.kind in ("binary", "regression", "multilabel")
+        and task.shaped
+        and y.numel() != rows * net.output_dim
+    ):
         raise DataError(
             field,
             f"{where}'s targets have shape {tuple(y.shape)}, the outputs "
@@ -185,6 +191,31 @@ def _check_classes(y: torch.Tensor, field: str, net: NNParams, task: Task, where
                 f"{where}'s class targets span [{lo}, {hi}] but NNParams.output_dim is "
                 f"{net.output_dim}{ignored}",
                 f"use targets in [0, {net.output_dim}) or set NNParams(output_dim={hi + 1})",
+            )
+
+
+def _check_masked(y: torch.Tensor, field: str, task: Task, where: str) -> None:
+    """A declared regression or multilabel task: NaN marks a missing target (masked out
+    of the loss and the metrics); ±inf is refused, and multilabel targets are 0 or 1."""
+    if not y.is_floating_point():
+        raise DataError(
+            field,
+            f"{where}'s {task.kind} targets have dtype {y.dtype}",
+            "pass float targets, e.g. y.float() (NaN marks a missing target)",
+        )
+    if bool(torch.isinf(y).any()):
+        raise DataError(
+            field,
+            f"{where}'s targets hold ±inf values",
+            "clean the targets; mark a missing target with NaN, which is masked out",
+        )
+    if task.kind == "multilabel":
+        known = y[~torch.isnan(y)]
+        if bool(((known != 0) & (known != 1)).any()):
+            raise DataError(
+                field,
+                f"{where}'s multilabel targets hold values other than 0, 1 and NaN",
+                "pass one 0/1 indicator per label (NaN for a missing label)",
             )
 
 

@@ -9,15 +9,17 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
 
+from ..data.metrics import MetricSpec
 from ._modes import preserved_modes
 from .losses import LossFn
 from .metrics import EDP, finalize
 from .precision import ResolvedPrecision
+from .scoring import Accumulation, Scorer, call_extra, scored_pairs, scorer_specs
 from .tasks import Task
 
 __all__ = ["evaluate", "inference"]
@@ -44,6 +46,9 @@ def evaluate(
     device: torch.device | None = None,
     precision: ResolvedPrecision | None = None,
     reduce: Callable[[torch.Tensor], Any] | None = None,
+    metrics: Sequence[MetricSpec] = (),
+    extra_metrics: dict[str, Callable[[Any, Any], Any]] | None = None,
+    gather: Callable[[torch.Tensor], torch.Tensor] | None = None,
 ) -> EDP:
     """Metrics of ``net`` over every batch of ``loader``: the split's mean loss, and for
     classification its accuracy, error, precision, recall and F1.
@@ -52,7 +57,13 @@ def evaluate(
     elements, or rows for a custom loss), so the value equals one pass of the loss over
     the whole split. Outputs are scored in float32 whatever the precision policy.
     ``reduce`` sums the split's statistics across ranks (a data-parallel run, where each
-    rank evaluates its shard): every rank then gets the metrics of the whole split.
+    rank evaluates its shard): every rank then gets the metrics of the whole split;
+    ``gather`` concatenates rows across ranks (exact AUROC, ``extra_metrics``).
+
+    A declared task's metrics (mse / mae, the multilabel set) and the ``metrics``
+    declared here go to ``EDP.metrics``, computed by the registry's accumulators on the
+    device and read back once; ``extra_metrics`` are called once, on the split's
+    aggregate predictions (``EDP.extra``).
     """
     if device is None:
         device = next(net.parameters()).device
@@ -60,6 +71,9 @@ def evaluate(
     rows = elements = 0
     k = task.k
     conf = torch.zeros((k + 1, k), dtype=torch.long, device=device) if k else None
+    specs = scorer_specs(task, metrics)
+    acc = Accumulation(Scorer(task, specs, device)) if specs else None
+    kept: list[tuple[torch.Tensor, torch.Tensor]] | None = [] if extra_metrics else None
     with inference(net, precision, "evaluate"):
         for X, y in loader:
             X, y = X.to(device, non_blocking=True), y.to(device, non_blocking=True)
@@ -69,6 +83,10 @@ def evaluate(
             elements += int(out.numel())
             if conf is not None:
                 conf += task.confusion(task.decode(out), y)
+            if acc is not None:
+                acc.add(out, y)
+            if kept is not None:
+                kept.append((y, task.decode(out)))
     if reduce is not None:
         counts = torch.tensor([rows, elements], dtype=torch.float64, device=device)
         parts = [loss_sum.reshape(1), counts]
@@ -78,14 +96,49 @@ def evaluate(
         loss_sum, rows, elements = packed[0], int(packed[1]), int(packed[2])
         if conf is not None:
             conf = packed[3:].reshape(k + 1, k).round().long()  # type: ignore[operator]
+        if acc is not None:
+            acc.union(reduce, gather)
     if rows == 0:
         return EDP(loss=math.nan, samples=0)
+    valid = None
+    scored: dict[str, float | None] = {}
+    if acc is not None:
+        finals = acc.finalize()
+        if finals is not None:
+            valid, scored = acc.scorer.read(finals.tolist(), "evaluate: targets")
     host = None if conf is None else conf[:k].cpu().numpy()
     denominator = {"target": None, "element": elements, "row": rows}[loss.per]
-    if denominator is None:
-        denominator = int(host.sum()) if host is not None else rows
+    if denominator is None:  # valid targets: the confusion's, or the registry's count
+        counted = valid if valid is not None else rows
+        denominator = int(host.sum()) if host is not None else counted
     mean = float(loss_sum) / denominator if denominator else math.nan
-    if host is None:
-        return EDP(loss=mean, samples=rows)
+    extra = _extra(task, kept, extra_metrics, gather) if kept is not None else {}
+    if not task.declared:
+        valid = None  # a task-less record keeps its fields as they were
+    elif host is not None:
+        valid = int(host.sum())
+    if valid == 0:  # every target masked: no loss and no metric to report (§2.11)
+        mean = math.nan
+    record = {"valid": valid, "metrics": scored, "extra": extra or {}}
+    if host is None or task.kind == "multilabel":
+        return EDP(loss=mean, samples=rows, **record)
     values = {name: float(v) for name, v in finalize(host, task.kind).items()}
-    return EDP(loss=mean, samples=rows, **values)
+    if valid == 0:
+        values = {}
+    return EDP(loss=mean, samples=rows, **values, **record)
+
+
+def _extra(
+    task: Task,
+    kept: list[tuple[torch.Tensor, torch.Tensor]],
+    fns: dict[str, Callable[[Any, Any], Any]] | None,
+    gather: Callable[[torch.Tensor], torch.Tensor] | None,
+) -> dict[str, float | None]:
+    """``extra_metrics`` once, on the split's aggregate (every rank's rows, under DDP)."""
+    if not kept or not fns:
+        return {}
+    y = torch.cat([t for t, _ in kept])
+    pred = torch.cat([p for _, p in kept])
+    if gather is not None:
+        y, pred = gather(y), gather(pred)
+    return call_extra(fns, *scored_pairs(task, y, pred)) or {}

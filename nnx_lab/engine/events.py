@@ -107,6 +107,10 @@ class StepRecord:
     precision: float | None = None
     recall: float | None = None
     f1: float | None = None
+    # A declared task's records (and extra_metrics); None, and absent from the log, else.
+    valid: int | None = None  # targets scored
+    metrics: dict[str, float | None] | None = None  # registry metrics (mse, mae, ...)
+    extra: dict[str, Any] | None = None  # extra_metrics values, called on this step's batch
 
 
 @dataclass(frozen=True)
@@ -137,6 +141,13 @@ class EpochEnded(Event):
     improved: bool  # this epoch became BEST
     seconds: float  # wall time of the epoch (training + validation)
     train_last: dict[str, float | None] | None = None  # the epoch's last step record (§2.11)
+    selection: dict[str, Any] | None = None  # MonitorRecord of a declared monitor (§2.6)
+
+    def to_json(self) -> dict[str, Any]:
+        data = super().to_json()
+        if data["selection"] is None:
+            del data["selection"]  # without a monitor, the line older versions wrote
+        return data
 
 
 @dataclass(frozen=True)

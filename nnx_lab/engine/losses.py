@@ -66,13 +66,26 @@ class LossFn:
     loss, which only reports its mean).
     """
 
-    def __init__(self, loss: Losses | torch.nn.Module | Callable[..., Any]) -> None:
+    def __init__(
+        self, loss: Losses | torch.nn.Module | Callable[..., Any], task: Any = None
+    ) -> None:
+        """``task``: a declared ``TaskSpec``. A categorical task's ``ignore_index`` is the
+        built-in classification loss's; a regression or multilabel task masks NaN
+        targets out of a built-in loss, which then averages over the valid targets."""
+        self.masks_nan = False
         if isinstance(loss, Losses):
             self.kind: Losses | None = loss
             self.custom: Any = None
-            self.ignore_index: int | None = IGNORE_INDEX if loss.is_classification else None
+            ignore = IGNORE_INDEX
+            if task is not None and task.kind == "categorical" and task.ignore_index is not None:
+                ignore = task.ignore_index
+            self.ignore_index: int | None = ignore if loss.is_classification else None
             self.per = "target" if loss.is_classification else "element"
-            self._fn = _builtin(loss)
+            self._fn = _builtin(loss, ignore)
+            if task is not None and task.kind in ("regression", "multilabel"):
+                self.masks_nan = True
+                self.per = "target"
+                self._fn = _masked(loss)
         elif callable(loss):
             self.kind = None
             self.custom = loss
@@ -110,6 +123,12 @@ class LossFn:
             )
         return loss
 
+    def valid_targets(self, y: torch.Tensor) -> torch.Tensor:
+        """How many targets of ``y`` a ``per="target"`` loss averages over (on the device)."""
+        if self.masks_nan:
+            return torch.isfinite(y).sum()
+        return (y != self.ignore_index).sum()
+
     def total(self, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """The batch's summed loss (a custom loss: its mean times the rows)."""
         if self._fn is not None:
@@ -117,12 +136,14 @@ class LossFn:
         return self(out, y) * y.shape[0]
 
 
-def _builtin(loss: Losses) -> Callable[[torch.Tensor, torch.Tensor, str], torch.Tensor]:
+def _builtin(
+    loss: Losses, ignore: int = IGNORE_INDEX
+) -> Callable[[torch.Tensor, torch.Tensor, str], torch.Tensor]:
     if loss is Losses.CROSS_ENTROPY:
-        return lambda out, y, red: F.cross_entropy(out, y, ignore_index=IGNORE_INDEX, reduction=red)
+        return lambda out, y, red: F.cross_entropy(out, y, ignore_index=ignore, reduction=red)
     if loss is Losses.NEGATIVE_LOG_LIKELIHOOD:
         return lambda out, y, red: F.nll_loss(
-            F.log_softmax(out, dim=-1), y, ignore_index=IGNORE_INDEX, reduction=red
+            F.log_softmax(out, dim=-1), y, ignore_index=ignore, reduction=red
         )
     if loss is Losses.MEAN_SQUARED_ERROR:
         return lambda out, y, red: F.mse_loss(
@@ -131,3 +152,29 @@ def _builtin(loss: Losses) -> Callable[[torch.Tensor, torch.Tensor, str], torch.
     return lambda out, y, red: F.binary_cross_entropy_with_logits(
         _at_least_fp32(out), _at_least_fp32(y.reshape(out.shape)), reduction=red
     )
+
+
+def _masked(loss: Losses) -> Callable[[torch.Tensor, torch.Tensor, str], torch.Tensor]:
+    """MSE or BCE over the finite targets only (a declared task's NaN is a missing target).
+
+    The NaN is replaced before the loss, not only masked after it: a masked-out NaN would
+    still send NaN into the gradient (0 * NaN). The mean is over the valid targets; a
+    batch without any has loss 0 and no gradient.
+    """
+    elementwise = (
+        (lambda o, t: (o - t) ** 2)
+        if loss is Losses.MEAN_SQUARED_ERROR
+        else (lambda o, t: F.binary_cross_entropy_with_logits(o, t, reduction="none"))
+    )
+
+    def fn(out: torch.Tensor, y: torch.Tensor, red: str) -> torch.Tensor:
+        o = _at_least_fp32(out)
+        t = _at_least_fp32(y.reshape(out.shape))
+        valid = torch.isfinite(t)
+        per = elementwise(o, torch.where(valid, t, torch.zeros_like(t)))
+        total = torch.where(valid, per, torch.zeros_like(per)).sum()
+        if red == "sum":
+            return total
+        return total / valid.sum().clamp_min(1)
+
+    return fn

@@ -10,7 +10,7 @@ model they are the positive class's, over every output element.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -22,7 +22,13 @@ METRIC_NAMES = ("loss", "error", "accuracy", "precision", "recall", "f1")
 
 @dataclass(frozen=True)
 class EDP:
-    """Evaluation data point: the metrics of one step, epoch or split."""
+    """Evaluation data point: the metrics of one step, epoch or split.
+
+    ``metrics`` holds registry metrics by key (a declared task's, e.g. mse / mae, and
+    the metrics declared in ``NNTrainParams(metrics=...)``), ``extra`` the values of
+    ``extra_metrics`` callables, ``valid`` the targets scored (a declared task's
+    records; None otherwise). A value that is undefined is None, never made up.
+    """
 
     loss: float
     error: float | None = None
@@ -31,15 +37,28 @@ class EDP:
     recall: float | None = None
     f1: float | None = None
     samples: int = 0
+    valid: int | None = None
+    metrics: dict[str, float | None] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        data = asdict(self)
+        # absent when unused: a record without them reads as it always did
+        for key in ("valid", "metrics", "extra"):
+            if not data[key] and data[key] != 0:
+                del data[key]
+        return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any] | None) -> EDP | None:
         if data is None:
             return None
-        return cls(**{k: data.get(k) for k in (*METRIC_NAMES, "samples")})
+        return cls(
+            **{k: data.get(k) for k in (*METRIC_NAMES, "samples")},
+            valid=data.get("valid"),
+            metrics=dict(data.get("metrics") or {}),
+            extra=dict(data.get("extra") or {}),
+        )
 
 
 def _macro(conf: np.ndarray) -> dict[str, np.ndarray]:

@@ -7,6 +7,7 @@ a ``TrainingLoop`` with the handlers that record the run attached to its event s
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import inspect
 import time
@@ -56,6 +57,7 @@ from .probabilities import PredictionResult, ProbabilitySpec, prediction_from_lo
 from .reservation import existing_run_error, inspect_existing, reserve_run_dir
 from .resume import plan_resume
 from .runs import NNRun, environment_metadata, run_id_for, write_metadata
+from .scoring import check_declared
 from .sinks import EventBus, check_callback
 from .streaming import PredictionStream, plain_batch, rich_batch
 from .tasks import Task, task_for
@@ -151,6 +153,38 @@ def _check_eval_step(fn: Any) -> None:
         pass
 
 
+def _check_metric_params(params: NNTrainParams, task: Task, eval_step_fn: Any) -> None:
+    """Declared metrics must fit the task's outputs, and a monitor must name a value the
+    run records (refused before any side effect)."""
+    check_declared(params.metrics, task, "NNTrainParams.metrics")
+    monitor = params.monitor
+    if monitor is None:
+        return
+    if monitor.split == "val" and params.val_loader is None:
+        raise ConfigError(
+            "NNTrainParams.monitor",
+            monitor,
+            "it monitors the validation split and val_loader is None: pass a val_loader, "
+            "or MonitorSpec(..., split='train') for the whole training epoch",
+        )
+    fields = ["loss"]
+    if task.k is not None:
+        fields += ["error", "accuracy", "precision", "recall", "f1"]
+    keys = [*task.record_metrics, *(m.key for m in params.metrics)]
+    if monitor.metric in fields or monitor.metric in keys:
+        return
+    if monitor.split == "val" and eval_step_fn is not None:
+        return  # a custom evaluator may report it in EDP.metrics itself
+    names = ", ".join(repr(n) for n in dict.fromkeys([*fields, *keys]))
+    raise ConfigError(
+        "NNTrainParams.monitor",
+        monitor.metric,
+        f"this run records {names}; declare the metric "
+        f"(NNTrainParams(metrics=[MetricSpec({monitor.metric.split('(')[0]!r}), ...])) or "
+        "monitor one of those",
+    )
+
+
 def _warn_positions(X: Any, stacklevel: int) -> None:
     if shuffles(X):
         warnings.warn(
@@ -198,6 +232,8 @@ class NNModel:
                 "pass NNParams(input_dim=..., output_dim=..., hidden_dims=[...])",
             )
         _refuse_loss_ref(params.loss)
+        if params.task is not None:
+            params.task.check(params.loss, net_params.output_dim)
         self.net_params = net_params
         self.params = params
         self.device = _device(params.device)
@@ -207,7 +243,8 @@ class NNModel:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(init_seed)
             self.net = build_net(params.net, net_params).to(self.device)
-        self._loss = LossFn(params.loss)
+        self._task_spec = params.task  # the declared task the loss was built for
+        self._loss = LossFn(params.loss, params.task)
         self._task: Task | None = None  # the task of the last train() (a custom loss's)
         self.last_run: NNRun | None = None
         # What this model fixed at construction: the network is built from these values
@@ -230,9 +267,10 @@ class NNModel:
         resolved afresh by every run)."""
         p, built = self.params, self._built_params
         loss = self._loss.kind if self._loss.kind is not None else self._loss.custom
-        if p.net is built.net and p.device is built.device and p.loss is loss:
+        task = self._task_spec
+        if p.net is built.net and p.device is built.device and p.loss is loss and p.task == task:
             return p
-        return p.replace(net=built.net, device=built.device, loss=loss)
+        return p.replace(net=built.net, device=built.device, loss=loss, task=task)
 
     def __repr__(self) -> str:
         return (
@@ -251,7 +289,12 @@ class NNModel:
     @loss_fn.setter
     def loss_fn(self, loss: Any) -> None:
         _refuse_loss_ref(loss)
-        resolved = LossFn(loss.kind if isinstance(loss, LossFn) else loss)
+        raw = loss.kind if isinstance(loss, LossFn) else loss
+        if raw is None and isinstance(loss, LossFn):
+            raw = loss.custom
+        if self._task_spec is not None:
+            self._task_spec.check(raw, field="model.loss_fn")
+        resolved = LossFn(raw, self._task_spec)
         self.params = self.params.replace(loss=resolved.kind or resolved.custom)
         self._loss, self._task = resolved, None
         self._fixed = self._fix_record()  # the model now holds this loss: fixed anew
@@ -261,7 +304,7 @@ class NNModel:
         its targets' dtype)."""
         if self._loss.kind is None and y_sample is None and self._task is not None:
             return self._task
-        return task_for(self._loss, self.net_params.output_dim, y_sample)
+        return task_for(self._loss, self.net_params.output_dim, y_sample, self._task_spec)
 
     # -- training ---------------------------------------------------------------------------
     def train(
@@ -381,6 +424,7 @@ class NNModel:
             model_params.precision, model_params.mixed_precision, self.device.type
         )
         task = self._task_for_loader(params.train_loader, "NNTrainParams.train_loader")
+        _check_metric_params(params, task, eval_step_fn)
         check_loader(params.train_loader, "NNTrainParams.train_loader", net_params, task)
         if params.val_loader is not None:
             check_loader(params.val_loader, "NNTrainParams.val_loader", net_params, task)
@@ -479,7 +523,9 @@ class NNModel:
         loop = TrainingLoop(
             step,
             params,
-            scheduler=build_scheduler(optimizer, params.scheduler),
+            scheduler=build_scheduler(
+                optimizer, params.scheduler, monitored=params.monitor is not None
+            ),
             bus=bus,
             control=control,
             stateful=[*callbacks, *components],
@@ -585,12 +631,30 @@ class NNModel:
         return lr_finder(self.net, train_loader, self._loss.kind or self._loss.custom, **kwargs)
 
     # -- evaluation and prediction ----------------------------------------------------------
-    def evaluate(self, loader: Any) -> EDP:
-        """Metrics over the whole loader (sums and a confusion matrix, finalized once)."""
+    def evaluate(
+        self,
+        loader: Any,
+        metrics: Sequence[Any] = (),
+        extra_metrics: dict[str, Callable[[Any, Any], Any]] | None = None,
+    ) -> EDP:
+        """Metrics over the whole loader (sums and a confusion matrix, finalized once).
+
+        A declared task's metrics come in ``EDP.metrics``; ``metrics`` (``MetricSpec``)
+        adds registry metrics there too, and ``extra_metrics`` callables are called once
+        on the aggregate predictions (``EDP.extra``), as in training (§2.6)."""
+        checked = NNTrainParams(metrics=metrics, extra_metrics=extra_metrics)  # same checks
         task = self._task_for_loader(loader, "loader")
+        check_declared(checked.metrics, task, "metrics")
         check_loader(loader, "loader", self.net_params, task)
         return evaluate(
-            self.net, loader, self._loss, task, device=self.device, precision=self.precision
+            self.net,
+            loader,
+            self._loss,
+            task,
+            device=self.device,
+            precision=self.precision,
+            metrics=checked.metrics,
+            extra_metrics=checked.extra_metrics,
         )
 
     def _check_features(self, xb: torch.Tensor) -> None:
@@ -653,13 +717,19 @@ class NNModel:
         iteration order for a loader (dataset indices only when it does not shuffle: a
         shuffling loader warns).
         """
+        derived = spec is None
         spec = self._probability_spec(spec)
         _warn_positions(X, stacklevel=2)
         logits = self._logits(X, "predict_proba")
         if spec is None:
             ids = np.arange(logits.shape[0], dtype=np.int64)
             return PredictionResult(logits, None, self.task().decode(logits), None, ids)
-        return prediction_from_logits(logits, spec)
+        result = prediction_from_logits(logits, spec)
+        task = self._task_spec
+        if derived and task is not None and task.kind == "multilabel" and task.threshold != 0.5:
+            # the declared threshold decodes, as in predict() and the records
+            result = dataclasses.replace(result, decoded=self.task().decode(logits))
+        return result
 
     def iter_predict(
         self, loader: Any, rich: bool = False, spec: ProbabilitySpec | None = None

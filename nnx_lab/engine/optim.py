@@ -33,7 +33,12 @@ def build_optimizer(groups: list[list[torch.nn.Parameter]], optim: Any) -> torch
     return torch.optim.RMSprop(params, momentum=optim.momentum, **kw)
 
 
-def build_scheduler(optimizer: torch.optim.Optimizer, sched: Any) -> Any:
+def build_scheduler(optimizer: torch.optim.Optimizer, sched: Any, monitored: bool = False) -> Any:
+    """ReduceLROnPlateau on the §2.11 signal, lower is better with the relative
+    ``threshold``; or, under a declared monitor (``monitored``), on the monitor's count
+    of improvements (negated): with an absolute threshold of 0 the scheduler then sees
+    an improvement exactly when the monitor decided one (its ``min_delta`` and direction
+    already applied), and patience, cooldown, factor and min_lr act as configured."""
     if sched is None:
         return None
     return torch.optim.lr_scheduler.ReduceLROnPlateau(
@@ -41,8 +46,8 @@ def build_scheduler(optimizer: torch.optim.Optimizer, sched: Any) -> Any:
         mode="min",
         factor=sched.factor,
         patience=sched.patience,
-        threshold=sched.threshold,
-        threshold_mode="rel",
+        threshold=0.0 if monitored else sched.threshold,
+        threshold_mode="abs" if monitored else "rel",
         cooldown=sched.cooldown,
         min_lr=sched.min_lr,
     )

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from enum import Enum
 from typing import Any
@@ -18,7 +18,9 @@ from typing import Any
 from ..runs import is_run_id
 from .enums import Activations, Devices, Losses, Nets, Optims, coerce_enum
 from .errors import ConfigError
+from .monitor import MonitorSpec
 from .precision import PrecisionPolicy, normalize_policy
+from .task_spec import TaskSpec
 
 __all__ = [
     "CustomLossRef",
@@ -169,6 +171,7 @@ class NNModelParams(_Params):
     loss: Any = Losses.CROSS_ENTROPY
     precision: Any = None  # a PrecisionPolicy; None means fp32
     mixed_precision: bool = False  # NNx's legacy flag: fp16 autocast + scaler on CUDA only
+    task: TaskSpec | None = None  # §2.5; None: the loss's legacy classification behaviour
 
     def __post_init__(self) -> None:
         _set(self, "net", coerce_enum(Nets, self.net, "NNModelParams.net"))
@@ -182,9 +185,22 @@ class NNModelParams(_Params):
                 "NNModelParams.mixed_precision", self.mixed_precision, "pass True or False"
             )
         _set(self, "precision", normalize_policy(self.precision, self.mixed_precision))
+        if self.task is not None:
+            if isinstance(self.task, dict):  # a saved record's task
+                _set(self, "task", TaskSpec.from_json(self.task))
+            if not isinstance(self.task, TaskSpec):
+                raise ConfigError(
+                    "NNModelParams.task",
+                    self.task,
+                    "pass TaskSpec.categorical(n), TaskSpec.regression(n) or "
+                    "TaskSpec.multilabel(n), or None",
+                )
+            self.task.check(self.loss)
 
     def to_json(self) -> dict[str, Any]:
         data = super().to_json()
+        if self.task is None:
+            del data["task"]  # absent, not null: task-less run ids stay as they were
         data["precision"] = None if self.precision is None else self.precision.to_json()
         if isinstance(self.loss, CustomLossRef):
             data["loss"] = self.loss.identity
@@ -418,8 +434,11 @@ class NNTrainParams(_Params):
     resume_mode: str = "stateful"
     resume_epochs: str = "additional"
     stop_on_nonfinite: bool = True
+    metrics: Sequence[Any] = ()  # MetricSpec: over each whole epoch and validation set (§2.6)
+    monitor: MonitorSpec | None = None  # BEST, the plateau scheduler, EarlyStopping(monitor=)
+    extra_metrics: Mapping[str, Any] | None = None  # name -> fn(y_true, y_pred) (§2.6)
 
-    _not_in_json = ("train_loader", "val_loader")
+    _not_in_json = ("train_loader", "val_loader", "metrics", "monitor", "extra_metrics")
 
     def __post_init__(self) -> None:
         _set(self, "n_epochs", _positive_int(self.n_epochs, "NNTrainParams.n_epochs"))
@@ -469,6 +488,7 @@ class NNTrainParams(_Params):
                 self.resume_from_run_id,
                 "pass the id of an earlier run (run.id: 32 lowercase hex characters), or None",
             )
+        self._check_metrics()
         for name, allowed in (
             ("resume_from_checkpoint", _RESUME_CHECKPOINTS),
             ("resume_mode", _RESUME_MODES),
@@ -482,8 +502,80 @@ class NNTrainParams(_Params):
                     f"use one of {', '.join(repr(a) for a in allowed)}",
                 )
 
+    def _check_metrics(self) -> None:
+        metrics = self.metrics
+        if isinstance(metrics, str) or not isinstance(metrics, Sequence):
+            raise ConfigError(
+                "NNTrainParams.metrics",
+                metrics,
+                "pass a list of MetricSpec, e.g. [MetricSpec('nll'), MetricSpec('accuracy')]",
+            )
+        if metrics:
+            from ..data.metrics import MetricSpec  # the registry needs torch
+
+            specs = []
+            for m in metrics:
+                if isinstance(m, str):
+                    m = MetricSpec(m)
+                if not isinstance(m, MetricSpec):
+                    raise ConfigError(
+                        "NNTrainParams.metrics",
+                        m,
+                        "each entry is a MetricSpec, e.g. MetricSpec('f1_weighted')",
+                    )
+                specs.append(m)
+            keys = [m.key for m in specs]
+            dupes = sorted({k for k in keys if keys.count(k) > 1})
+            if dupes:
+                raise ConfigError("NNTrainParams.metrics", dupes, "declare each metric once")
+            metrics = specs
+        _set(self, "metrics", tuple(metrics))
+        if self.monitor is not None and not isinstance(self.monitor, MonitorSpec):
+            raise ConfigError(
+                "NNTrainParams.monitor",
+                self.monitor,
+                "pass a MonitorSpec, e.g. MonitorSpec('nll', min_delta=0.01), or None",
+            )
+        extra = self.extra_metrics
+        if extra is not None:
+            if not isinstance(extra, Mapping):
+                raise ConfigError(
+                    "NNTrainParams.extra_metrics",
+                    extra,
+                    "pass a dict {name: fn(y_true, y_pred) -> float}",
+                )
+            for name, fn in extra.items():
+                if not isinstance(name, str) or not name:
+                    raise ConfigError(
+                        "NNTrainParams.extra_metrics", name, "name each metric with a string"
+                    )
+                if not callable(fn):
+                    raise ConfigError(
+                        f"NNTrainParams.extra_metrics[{name!r}]",
+                        fn,
+                        "pass a callable fn(y_true, y_pred) returning a number",
+                    )
+            _set(self, "extra_metrics", dict(extra) or None)
+
     def identity(self) -> dict[str, Any]:
-        """The training values that change the result (data identity is added by the run)."""
+        """The training values that change the result (data identity is added by the run).
+
+        Declared metrics, the monitor and extra metrics enter only when set, so the run
+        ids of runs without them stay as they were."""
+        ident = self._base_identity()
+        if self.metrics:
+            ident["metrics"] = [m.state() for m in self.metrics]
+        if self.monitor is not None:
+            ident["monitor"] = self.monitor.to_json()
+        if self.extra_metrics:
+            from .fingerprint import callable_identity
+
+            ident["extra_metrics"] = {
+                name: callable_identity(fn) for name, fn in sorted(self.extra_metrics.items())
+            }
+        return ident
+
+    def _base_identity(self) -> dict[str, Any]:
         return {
             "n_epochs": self.n_epochs,
             "seed": self.seed,

@@ -204,6 +204,15 @@ def plan_resume(
             f"{state.scheduler_params}, this run asks for {sched}; keep the source's "
             "NNSchedulerParams, or resume_mode='weights_only' to start a fresh schedule"
         )
+    saved_monitor = None if state.monitor is None else state.monitor.get("spec")
+    monitor = None if params.monitor is None else params.monitor.to_json()
+    if saved_monitor != monitor:
+        raise ResumeError(
+            f"resume monitor mismatch: run {source_id} selected BEST and stepped its "
+            f"scheduler on the monitor {saved_monitor}, this run asks for {monitor}; a "
+            "stateful resume continues that decision. Keep the source's MonitorSpec, or "
+            "resume_mode='weights_only' to start a fresh selection"
+        )
     saved_accum = state.accumulation_steps
     if not state.epoch_complete and saved_accum not in (None, params.accumulation_steps):
         raise ResumeError(

@@ -30,6 +30,7 @@ from ._io import atomic_write_yaml
 from .enums import RunStatus
 from .events import EpochEnded, Event, RunFinished, StepMetrics, StepRecord, event_from_json
 from .metrics import EDP
+from .monitor import MonitorRecord
 from .params import NNModelParams, NNParams
 from .precision import ResolvedPrecision
 
@@ -62,7 +63,12 @@ def environment_metadata(device: str, seed: int) -> dict[str, Any]:
 
 @dataclass
 class IDP:
-    """Iteration data point: one optimizer step, with validation at epoch ends."""
+    """Iteration data point: one optimizer step, with validation at epoch ends.
+
+    The last step of an epoch also holds ``train_summary`` (the whole training epoch,
+    full-epoch denominators: an ``EDP``) and, with a declared monitor, ``selection``
+    (its ``MonitorRecord`` for the epoch).
+    """
 
     iteration: int
     epoch: int
@@ -70,6 +76,8 @@ class IDP:
     lr: float
     train_edp: EDP
     val_edp: EDP | None = None
+    train_summary: EDP | None = None
+    selection: MonitorRecord | None = None
 
     @classmethod
     def from_record(cls, r: StepRecord) -> IDP:
@@ -86,6 +94,9 @@ class IDP:
                 recall=r.recall,
                 f1=r.f1,
                 samples=r.samples,
+                valid=r.valid,
+                metrics=dict(r.metrics or {}),
+                extra=dict(r.extra or {}),
             ),
         )
 
@@ -135,8 +146,13 @@ class NNRun:
 
     def on_epoch_ended(self, event: EpochEnded) -> None:
         self.epochs.append(event.to_json())
-        if event.val is not None and self.idps and self.idps[-1].iteration == event.step:
-            self.idps[-1].val_edp = EDP.from_json(event.val)
+        if self.idps and self.idps[-1].iteration == event.step:
+            last = self.idps[-1]
+            if event.val is not None:
+                last.val_edp = EDP.from_json(event.val)
+            if event.train:
+                last.train_summary = _summary(event.train)
+            last.selection = MonitorRecord.from_json(event.selection)
 
     def on_run_finished(self, event: RunFinished) -> None:
         self.status = RunStatus(event.status)
@@ -196,6 +212,22 @@ class NNRun:
             run.replay(read_events(log))
         run.status = RunStatus(status)  # the log's last word may predate a dead writer
         return run
+
+
+def _summary(train: dict[str, Any]) -> EDP:
+    """The epoch's training summary as an EDP (loss None: no target was scored)."""
+    return EDP(
+        loss=train.get("loss"),  # type: ignore[arg-type]
+        error=train.get("error"),
+        accuracy=train.get("accuracy"),
+        precision=train.get("precision"),
+        recall=train.get("recall"),
+        f1=train.get("f1"),
+        samples=int(train.get("samples") or 0),
+        valid=train.get("valid"),
+        metrics=dict(train.get("metrics") or {}),
+        extra=dict(train.get("extra") or {}),
+    )
 
 
 def read_events(path: Path) -> list[Event]:

@@ -10,7 +10,7 @@ before the batch is handed over. ``streaming_eval_step`` is a validation pass fo
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -24,6 +24,7 @@ from .losses import LossFn
 from .metrics import EDP
 from .precision import ResolvedPrecision
 from .probabilities import PredictionBatch, PredictionResult, prediction_from_logits
+from .scoring import call_extra, scored_pairs, scorer_specs
 from .tasks import Task
 
 if TYPE_CHECKING:
@@ -136,17 +137,21 @@ def streaming_eval_step(
     *,
     device: torch.device | None = None,
     precision: ResolvedPrecision | None = None,
+    metrics: Sequence[MetricSpec] = (),
+    extra_metrics: dict[str, Callable[[Any, Any], Any]] | None = None,
 ) -> EDP:
     """The validation record from counts and sums: ``evaluate()``'s values, computed by
     the metric registry's accumulators on the device and read back once.
 
     Pass it as ``model.train(params, eval_step_fn=streaming_eval_step)``; any function
-    with this signature returning an ``EDP`` can stand in its place.
+    with this signature returning an ``EDP`` can stand in its place. A declared task's
+    metrics and the run's declared ``metrics`` go to ``EDP.metrics``; ``extra_metrics``
+    are called once on the aggregate predictions, as ``evaluate()`` does.
     """
     if device is None:
         device = next(net.parameters()).device
     names = _EDP_METRICS.get(task.kind)
-    metrics = (
+    fields = (
         None
         if names is None
         else StreamingMetrics(
@@ -156,6 +161,13 @@ def streaming_eval_step(
             device=device,
         )
     )
+    specs = scorer_specs(task, metrics)
+    declared = (
+        StreamingMetrics(specs, task.metric_kind, ignore_index=task.ignore_index, device=device)
+        if specs
+        else None
+    )
+    kept: list[tuple[torch.Tensor, torch.Tensor]] | None = [] if extra_metrics else None
     loss_sum = torch.zeros((), dtype=torch.float64, device=device)
     rows = elements = 0
     with inference(net, precision, "evaluate"):
@@ -165,16 +177,40 @@ def streaming_eval_step(
             loss_sum += loss.total(out, y).detach().to(torch.float64)
             rows += int(y.shape[0])
             elements += int(out.numel())
-            if metrics is not None:
-                metrics.update(y, logits=out)
+            if fields is not None:
+                fields.update(y, logits=out)
+            if declared is not None:
+                if task.kind == "regression":
+                    declared.update(y, values=out)
+                else:
+                    declared.update(y, logits=out, decoded=task.decode(out))
+            if kept is not None:
+                kept.append((y, task.decode(out)))
     if rows == 0:
         return EDP(loss=math.nan, samples=0)
-    result = None if metrics is None else metrics.finalize()
+    result = None if fields is None else fields.finalize()
+    scored = None if declared is None else declared.finalize()
     denominator = {"target": None, "element": elements, "row": rows}[loss.per]
-    if denominator is None:
-        denominator = result.valid if result is not None else rows
+    if denominator is None:  # the valid targets, as the registry counted them
+        counter = result if result is not None else scored
+        denominator = counter.valid if counter is not None else rows
     mean = float(loss_sum) / denominator if denominator else math.nan
-    if result is None or names is None:
-        return EDP(loss=mean, samples=rows)
+    extra = {}
+    if kept:
+        y_all = torch.cat([t for t, _ in kept])
+        pred = torch.cat([p for _, p in kept])
+        extra = call_extra(extra_metrics or {}, *scored_pairs(task, y_all, pred)) or {}
+    valid = None
+    if task.declared:
+        valid = result.valid if result is not None else (scored.valid if scored else None)
+        if valid == 0:
+            mean = math.nan
+    record: dict[str, Any] = {
+        "valid": valid,
+        "metrics": {} if scored is None else dict(scored.values),
+        "extra": extra,
+    }
+    if result is None or names is None or valid == 0:
+        return EDP(loss=mean, samples=rows, **record)
     values = {field: result.values[name] for field, name in zip(_EDP_FIELDS, names, strict=True)}
-    return EDP(loss=mean, samples=rows, **values)
+    return EDP(loss=mean, samples=rows, **values, **record)

@@ -1,5 +1,9 @@
 """How a model's outputs are decoded and scored: the task.
 
+A declared ``TaskSpec`` (§2.5) decides it: categorical, regression, or multilabel
+(independent labels decoded at the spec's threshold, scored by the registry's
+multilabel metrics rather than a confusion matrix). Otherwise the legacy rules follow.
+
 Classification decodes the argmax and scores a confusion matrix whose targets equal to
 ``ignore_index`` are left out; binary (BCE) outputs decode to 0/1 at logit >= 0 and
 score every element; regression decodes the values themselves and has no confusion
@@ -17,16 +21,41 @@ import torch
 
 from .enums import Losses
 from .losses import LossFn
+from .task_spec import TaskSpec
 
 __all__ = ["Task", "task_for"]
 
 
 @dataclass(frozen=True)
 class Task:
-    kind: str  # "categorical" | "binary" | "regression"
+    kind: str  # "categorical" | "binary" | "regression" | "multilabel" (declared only)
     n_outputs: int
     ignore_index: int | None = None
     shaped: bool = True  # targets must have the loss's shape (False: a custom loss decides)
+    spec: TaskSpec | None = None  # the declared task (None: the loss's legacy default)
+    cutoff: float = 0.0  # multilabel: the logit at or above which a label is present
+
+    @property
+    def declared(self) -> bool:
+        return self.spec is not None
+
+    @property
+    def metric_kind(self) -> str:
+        """The metric registry's kind of these outputs."""
+        if self.kind == "categorical":
+            return "categorical"
+        return "regression" if self.kind == "regression" else "bernoulli"
+
+    @property
+    def record_metrics(self) -> tuple[str, ...]:
+        """Registry metrics each step and epoch record carries (a declared task's)."""
+        return () if self.spec is None else self.spec.record_metrics
+
+    @property
+    def masks_nan(self) -> bool:
+        """A NaN target is missing: left out of the loss and every metric (declared
+        regression and multilabel tasks)."""
+        return self.kind in ("regression", "multilabel") and self.declared
 
     @property
     def k(self) -> int | None:
@@ -43,6 +72,8 @@ class Task:
             return out.argmax(dim=-1)
         if self.kind == "binary":
             return (out >= 0).long()
+        if self.kind == "multilabel":
+            return (out >= self.cutoff).long()
         return out.squeeze(-1) if out.ndim > 1 and out.shape[-1] == 1 else out
 
     def truth(self, y: torch.Tensor, pred: torch.Tensor) -> torch.Tensor:
@@ -76,8 +107,20 @@ class Task:
         return np.bincount(flat, minlength=n_steps * k * k).reshape(n_steps, k, k)
 
 
-def task_for(loss: LossFn, output_dim: int, y_sample: torch.Tensor | None = None) -> Task:
-    """The task a model scores by default (NNx's legacy behaviour)."""
+def task_for(
+    loss: LossFn,
+    output_dim: int,
+    y_sample: torch.Tensor | None = None,
+    spec: TaskSpec | None = None,
+) -> Task:
+    """The declared task, or the one a model scores by default (NNx's legacy behaviour)."""
+    if spec is not None:
+        shaped = loss.kind is not None
+        if spec.kind == "categorical":
+            return Task("categorical", output_dim, spec.ignore_index, shaped, spec)
+        if spec.kind == "multilabel":
+            return Task("multilabel", output_dim, None, shaped, spec, spec.logit_threshold)
+        return Task("regression", output_dim, None, shaped, spec)
     if loss.kind is not None:
         if loss.kind.is_classification:
             return Task("categorical", output_dim, loss.ignore_index)

@@ -253,8 +253,10 @@ class TrainingState:
     optim_params: dict[str, Any] | None = None
     accumulation_steps: int | None = None
     precision: dict[str, Any] | None = None  # ResolvedPrecision.record()
+    monitor: dict[str, Any] | None = None  # MonitorState.state_dict() of a declared monitor
+    partial_epoch: dict[str, Any] | None = None  # mid-epoch: the epoch's running sums
 
-    # Keys a generation-1 state must hold; the three optional ones above came later.
+    # Keys a generation-1 state must hold; the optional ones above came later.
     REQUIRED = (
         "epoch",
         "step",

@@ -38,7 +38,7 @@ from ..runs import (
 )
 from ._base import NNxWidget
 from ._jobs import BackgroundJob, format_exception
-from ._monitor_series import add_epoch, add_steps, epoch_series, step_series
+from ._monitor_series import MONITOR_KEY, add_epoch, add_steps, epoch_series, step_series
 from ._protocol import STATUSES
 from ._race import LANE_EPOCHS, LANE_POINTS, LANE_STATUSES, MAX_LANES, RaceLane
 from ._runs import find_run_dir
@@ -90,6 +90,15 @@ def _parent_of(run_dir: str | None) -> str:
         return str(pathlib.Path(run_dir).resolve().parent)
     except (OSError, RuntimeError):
         return ""
+
+
+def _run_labels(config: dict[str, Any] | None) -> tuple[str, str, str]:
+    """(task kind, monitored series key, monitor mode) from a run's configuration."""
+    config = config or {}
+    task = (config.get("model") or {}).get("task") or {}
+    monitor = (config.get("train") or {}).get("monitor") or {}
+    key = f"{monitor.get('split', 'val')}.{monitor['metric']}" if monitor.get("metric") else ""
+    return str(task.get("kind") or ""), key, str(monitor.get("mode") or "")
 
 
 def _positive_int(value: Any, name: str, least: int) -> int:
@@ -184,6 +193,15 @@ class TrainingMonitor(NNxWidget):
     snapshot_of = t.Unicode(
         "", help="'<run id>:<status>' of the picture the fallback output holds."
     ).tag(sync=True)
+    task_kind = t.Unicode(
+        "", help="The run's declared task: categorical, regression, multilabel; '' for none."
+    ).tag(sync=True)
+    monitor_metric = t.Unicode(
+        "", help="The epoch series key the run's MonitorSpec selects on, e.g. 'val.nll'."
+    ).tag(sync=True)
+    monitor_mode = t.Unicode("", help="'min' or 'max': the monitor's better direction.").tag(
+        sync=True
+    )
     runs = t.List(
         t.Dict(),
         help="The runs of a race or a comparison, in colour order (key, name, run_id, "
@@ -284,6 +302,7 @@ class TrainingMonitor(NNxWidget):
                 self.last_loss = self.last_finite_loss = None
                 self.last_finite_step = self.loss_nonfinite_since = None
                 self.loss_nonfinite_steps = 0
+                self.task_kind = self.monitor_metric = self.monitor_mode = ""
 
     @property
     def loss_points(self) -> int:
@@ -317,17 +336,18 @@ class TrainingMonitor(NNxWidget):
         for i in range(len(cols["epoch"])):
             train = {m[6:]: _finite(cols[m][i]) for m in metrics if m.startswith("train.")}
             val = {m[4:]: _finite(cols[m][i]) for m in metrics if m.startswith("val.")}
-            rows.append(
-                {
-                    "epoch": cols["epoch"][i],
-                    "step": cols["step"][i],
-                    "lr": _finite(cols["lr"][i]),
-                    "seconds": _finite(cols["seconds"][i]),
-                    "improved": bool(cols["improved"][i]),
-                    "train": {k: v for k, v in train.items() if v is not None},
-                    "val": {k: v for k, v in val.items() if v is not None} or None,
-                }
-            )
+            row = {
+                "epoch": cols["epoch"][i],
+                "step": cols["step"][i],
+                "lr": _finite(cols["lr"][i]),
+                "seconds": _finite(cols["seconds"][i]),
+                "improved": bool(cols["improved"][i]),
+                "train": {k: v for k, v in train.items() if v is not None},
+                "val": {k: v for k, v in val.items() if v is not None} or None,
+            }
+            if MONITOR_KEY in cols:  # a declared monitor: its value (None: unavailable)
+                row["monitor"] = _finite(cols[MONITOR_KEY][i])
+            rows.append(row)
         return rows
 
     @property
@@ -386,6 +406,7 @@ class TrainingMonitor(NNxWidget):
                 self.epoch = self._epoch_seen
                 self.n_epochs = int(event.start_epoch) + int(event.n_epochs) - 1
                 self.total_steps = self._expected_total_steps(int(event.n_epochs))
+                self.task_kind, self.monitor_metric, self.monitor_mode = _run_labels(event.config)
             self._n_epochs_run = int(event.n_epochs)
             self._transport.flush()  # the views drop the previous run at once
             self._update_fallback()

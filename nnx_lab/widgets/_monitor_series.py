@@ -14,10 +14,19 @@ from typing import Any
 from ..engine.events import EpochEnded, StepRecord
 from ._series import BucketSeries, ColumnSpec, Reduce
 
-__all__ = ["NOT_METRICS", "add_epoch", "add_steps", "epoch_series", "step_series"]
+__all__ = [
+    "MONITOR_KEY",
+    "NOT_METRICS",
+    "add_epoch",
+    "add_steps",
+    "epoch_series",
+    "epoch_values",
+    "step_series",
+]
 
 # Counts, not metrics: kept out of the epoch series (the table and the chart).
-NOT_METRICS = frozenset({"samples"})
+NOT_METRICS = frozenset({"samples", "valid"})
+MONITOR_KEY = "monitor"  # epoch series column: the monitored value of each epoch
 
 
 def step_series(capacity: int) -> BucketSeries:
@@ -65,6 +74,27 @@ def add_steps(series: BucketSeries, records: tuple[StepRecord, ...]) -> list[flo
     return losses
 
 
+def epoch_values(event: EpochEnded) -> dict[str, float]:
+    """An epoch's values as flat series columns: ``train.<name>`` / ``val.<name>`` for
+    record fields and registry metrics alike (``metrics`` is flattened; counts are
+    left out), and ``monitor`` for a declared monitor's value (NaN: unavailable)."""
+    out: dict[str, float] = {}
+    for part, values in (("train", event.train), ("val", event.val)):
+        for name, value in (values or {}).items():
+            if name in NOT_METRICS or name == "extra":
+                continue
+            if name == "metrics" and isinstance(value, dict):
+                for metric, v in value.items():
+                    out[f"{part}.{metric}"] = math.nan if v is None else float(v)
+                continue
+            out.setdefault(f"{part}.{name}", math.nan if value is None else float(value))
+    selection = getattr(event, "selection", None)
+    if selection:
+        value = selection.get("value")
+        out[MONITOR_KEY] = math.nan if value is None else float(value)
+    return out
+
+
 def add_epoch(series: BucketSeries, event: EpochEnded) -> None:
     """Append the epoch's row; a metric seen for the first time gets its column."""
     row: dict[str, Any] = {
@@ -75,12 +105,8 @@ def add_epoch(series: BucketSeries, event: EpochEnded) -> None:
         "seconds": [math.nan if event.seconds is None else float(event.seconds)],
         "improved": [int(bool(event.improved))],
     }
-    for part, values in (("train", event.train), ("val", event.val)):
-        for name, value in (values or {}).items():
-            if name in NOT_METRICS:
-                continue
-            key = f"{part}.{name}"
-            if not series.has(key):
-                series.add_value(key)
-            row[key] = [math.nan if value is None else float(value)]
+    for key, value in epoch_values(event).items():
+        if not series.has(key):
+            series.add_value(key)
+        row[key] = [value]
     series.extend(row)

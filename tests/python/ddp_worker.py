@@ -17,6 +17,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 import engine_factories as f
 
 from nnx_lab import (
+    MetricSpec,
+    MonitorSpec,
     NNModel,
     NNModelParams,
     NNOptimParams,
@@ -48,6 +50,7 @@ def main() -> None:
     ap.add_argument("--stop-after", type=int, default=0)
     ap.add_argument("--stop-check-every", type=int, default=None)
     ap.add_argument("--single", action="store_true", help="one process, no process group")
+    ap.add_argument("--declared", action="store_true", help="declared metrics and a monitor")
     args = ap.parse_args()
     torch.set_num_threads(1)
     if not args.single:
@@ -69,6 +72,12 @@ def main() -> None:
         resume_from_run_id=args.resume,
         resume_mode=args.resume_mode,
     )
+    if args.declared:
+        params = params.replace(
+            metrics=[MetricSpec(n) for n in ("nll", "accuracy", "f1_weighted", "auroc")],
+            monitor=MonitorSpec("auroc", min_delta=1e-3),
+            extra_metrics={"rows": lambda y_true, y_pred: float(len(y_true))},
+        )
     callbacks = []
     if args.stop_after:
 
@@ -107,6 +116,10 @@ def main() -> None:
         "weights": {k: v.tolist() for k, v in model.net.state_dict().items()},
         "digest": digest.hexdigest(),
         "stop_reason": run.metadata.get("stop_reason"),
+        "epochs": [
+            {k: v for k, v in e.items() if k not in ("seconds", "time")} for e in run.epochs
+        ],
+        "extra": [p.train_edp.extra for p in run.idps],
     }
     with open(f"{args.out}.{os.getpid()}", "w") as fh:
         json.dump(record, fh)

@@ -118,8 +118,8 @@ def test_empty_optional_splits_give_none_loaders_and_placeholder_sizes(untouched
     [
         (
             lambda d: d.assign(age=d["age"].where(d.index != 3)),
-            {},
-            "NaN in feature column(s) {'age': 'float64'}",
+            {"feature_dtype": torch.float64},
+            "NaN in feature column(s) {'age': 'float64'} (requested torch.float64)",
         ),
         (
             lambda d: d.assign(label=d["label"].where(d.index != 3)),
@@ -130,6 +130,22 @@ def test_empty_optional_splits_give_none_loaders_and_placeholder_sizes(untouched
             lambda d: d.assign(age=d["age"].where(d.index != 5, np.inf)),
             {},
             "±inf in feature column(s) ['age']",
+        ),
+        # an int64 or bool cast would absorb ±inf (into an extreme, into True): checked before
+        (
+            lambda d: d.assign(age=d["age"].where(d.index != 5, -np.inf)),
+            {"feature_dtype": torch.int64},
+            "±inf in feature column(s) ['age'] (checked before the cast to torch.int64)",
+        ),
+        (
+            lambda d: d.assign(age=d["age"].where(d.index != 5, np.inf)),
+            {"feature_dtype": torch.bool},
+            "±inf in feature column(s) ['age'] (checked before the cast to torch.bool)",
+        ),
+        (
+            lambda d: d.assign(price=d["price"].where(d.index != 7, np.inf)),
+            {"target_dtype": torch.float32, "target_col": "price"},
+            "±inf in target column 'price'",
         ),
         (
             lambda d: d.assign(age=d["age"] * 0 + 300),

@@ -77,6 +77,27 @@ def test_validation_counts_every_sample_of_an_odd_set_once(tmp_path):
     assert two[0]["val"]["accuracy"] == one[0]["val"]["accuracy"]
 
 
+def test_declared_metrics_and_the_monitor_are_the_unions(tmp_path):
+    """Two ranks sum their metric statistics (and gather AUROC's rows) before finalizing:
+    every rank records the whole validation set's and the whole epoch's values, and
+    takes the monitor decision one process takes."""
+    args = ["--declared", "--n-val", 33, "--epochs", 3]
+    two = run_ranks(tmp_path / "two", 2, "--root", tmp_path / "r2", *args)
+    one = run_ranks(tmp_path / "one", 0, "--root", tmp_path / "r1", "--batch", 32, *args)
+    assert two[0]["epochs"] == two[1]["epochs"]  # every rank holds the union's records
+    for a, b in zip(two[0]["epochs"], one[0]["epochs"], strict=True):
+        assert set(a["val"]["metrics"]) == {"nll", "accuracy", "f1_weighted", "auroc"}
+        for part in ("val", "train"):
+            assert a[part]["metrics"] == pytest.approx(b[part]["metrics"], rel=1e-5), part
+        assert a["val"]["extra"] == b["val"]["extra"] == {"rows": 33.0}
+        assert a["selection"]["status"] == b["selection"]["status"]
+        assert a["selection"]["value"] == pytest.approx(b["selection"]["value"], rel=1e-5)
+        assert a["improved"] == b["improved"]
+    assert two[0]["epochs"][0]["train"]["samples"] == 128
+    # per training step: extra_metrics saw the union's 32 rows, not a rank's 16
+    assert two[0]["extra"] == two[1]["extra"] == [{"rows": 32.0}] * 12
+
+
 def test_an_uneven_last_batch_and_accumulation_still_equal_the_union(tmp_path):
     # 120 rows, global batch 32: the last global batch has 24 rows (12 per rank)
     two = run_ranks(
@@ -173,3 +194,31 @@ def test_with_a_sparser_stop_check_every_rank_stops_at_the_same_checked_step(tmp
     assert [r["status"] for r in two] == ["stopped", "stopped"]
     assert two[0]["steps"] == two[1]["steps"] == 8  # asked at step 5, read at step 8
     assert two[0]["digest"] == two[1]["digest"]
+
+
+def test_a_mid_epoch_stop_resumes_with_the_unions_epoch_sums(tmp_path):
+    """Stopped inside epoch 2 and resumed on two ranks, the resumed epochs (declared
+    metrics over the whole epoch, the monitor's decisions) equal the uninterrupted run's:
+    the saved sums are the union's and one rank carries them on."""
+    args = ["--declared", "--epochs", 3]
+    full = run_ranks(tmp_path / "full", 2, "--root", tmp_path / "rf", *args)
+    first = run_ranks(tmp_path / "a", 2, "--root", tmp_path / "r", *args, "--stop-after", 5)
+    assert [r["status"] for r in first] == ["stopped", "stopped"]
+    assert first[0]["steps"] == 6  # asked at step 5, agreed at step 6: epoch 2, batch 2 of 4
+    resumed = run_ranks(
+        tmp_path / "b",
+        2,
+        "--root",
+        tmp_path / "r",
+        "--declared",
+        "--epochs",
+        2,
+        "--resume",
+        first[0]["run_id"],
+    )
+    assert resumed[0]["epochs"] == resumed[1]["epochs"]
+    for a, b in zip(resumed[0]["epochs"], full[0]["epochs"], strict=True):
+        assert a["train"]["samples"] == b["train"]["samples"] == 128
+        assert a["train"]["metrics"] == pytest.approx(b["train"]["metrics"], rel=1e-6)
+        assert a["val"]["metrics"] == pytest.approx(b["val"]["metrics"], rel=1e-6)
+        assert a["selection"]["status"] == b["selection"]["status"]

@@ -117,6 +117,13 @@ def test_notebook_runs_headless(path: Path, tmp_path: Path, monkeypatch: pytest.
         test = re.search(r"predicted 26 samples; test accuracy ([\d.]+)", text)
         assert test, text
         assert float(test.group(1)) >= 0.85, text  # it learns: chance is a third
+    if path.name == "tabular_regression.ipynb":
+        found = re.search(r"test MAE ([\d.]+) \(predicting the training mean: ([\d.]+)\)", text)
+        assert found, text
+        assert float(found.group(1)) < 0.8 * float(found.group(2)), text  # it learns
+        assert "decision " in text
+        assert (workdir / "diabetes_split.json").is_file()
+        assert (workdir / "diabetes_standardizer.json").is_file()
     if path.name == "plans_and_drift.ipynb":
         # the form refused a value and kept its plan
         assert "train.optim.max_lr=-1: pass a learning rate > 0" in text, text

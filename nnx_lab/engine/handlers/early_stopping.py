@@ -7,6 +7,7 @@ import warnings
 from typing import Any
 
 from ..events import EpochEnded, TrainingControl
+from ..monitor import MonitorSpec, MonitorState
 
 __all__ = ["EarlyStopping"]
 
@@ -27,22 +28,37 @@ class EarlyStopping:
     """
 
     def __init__(
-        self, patience: int = 10, monitor: str | None = None, min_delta: float = 0.0
+        self,
+        patience: int = 10,
+        monitor: str | MonitorSpec | None = None,
+        min_delta: float = 0.0,
     ) -> None:
+        """``monitor`` may be a ``MonitorSpec`` (§2.6): the one the run selects BEST and
+        steps its plateau scheduler on (``NNTrainParams(monitor=...)``), so all three
+        follow one decision: an epoch counts when the monitor did not improve by more
+        than its ``min_delta``, an unavailable value neither counts nor resets."""
         if isinstance(patience, bool) or not isinstance(patience, int) or patience < 1:
             raise ValueError(
                 f"EarlyStopping.patience={patience!r} is invalid: pass an integer >= 1"
             )
-        if monitor is not None and monitor not in _MONITORS:
+        spec = monitor if isinstance(monitor, MonitorSpec) else None
+        if spec is None and monitor is not None and monitor not in _MONITORS:
             raise ValueError(
                 f"EarlyStopping.monitor={monitor!r} is invalid: use one of "
-                f"{', '.join(_MONITORS)}, or None for validation error/loss"
+                f"{', '.join(_MONITORS)}, a MonitorSpec, or None for validation error/loss"
             )
         if isinstance(min_delta, bool) or not isinstance(min_delta, int | float) or min_delta < 0:
             raise ValueError(
                 f"EarlyStopping.min_delta={min_delta!r} is invalid: pass a number >= 0"
             )
-        self.patience, self.monitor, self.min_delta = patience, monitor, float(min_delta)
+        if spec is not None and min_delta:
+            raise ValueError(
+                f"EarlyStopping.min_delta={min_delta!r} with monitor={spec!r}: the spec "
+                "carries its own min_delta; set it there, MonitorSpec(..., min_delta=...)"
+            )
+        self.spec = spec
+        self.patience, self.min_delta = patience, float(min_delta)
+        self.monitor = spec.source if spec is not None else monitor
         self._control: TrainingControl | None = None
         self.reset()
 
@@ -52,6 +68,7 @@ class EarlyStopping:
         self.stopped_epoch: int | None = None
         self.selected: str | None = self.monitor
         self._warned = False
+        self._decision = None if self.spec is None else MonitorState(self.spec)
 
     def on_attach(self, control: TrainingControl) -> None:
         self._control = control
@@ -77,7 +94,44 @@ class EarlyStopping:
         value = None if record is None else record.get(name)
         return None if value is None else float(value)
 
+    def _follow(self, event: EpochEnded) -> None:
+        """Count the epochs the monitor decided were no improvement."""
+        spec, decision = self.spec, self._decision
+        assert spec is not None
+        assert decision is not None
+        record = self._decision.observe(
+            spec.read(event.val if spec.split == "val" else event.train)
+        )
+        self.best = self._decision.best
+        if record.status == "unavailable":
+            if not self._warned:
+                warnings.warn(
+                    f"EarlyStopping(monitor={spec.source!r}) found no finite value at epoch "
+                    f"{event.epoch}; such epochs neither count nor reset its patience",
+                    RuntimeWarning,
+                    stacklevel=3,
+                )
+                self._warned = True
+            return
+        if record.improved:
+            self.counter = 0
+            return
+        self._count(event)
+
+    def _count(self, event: EpochEnded) -> None:
+        self.counter += 1
+        if self.counter >= self.patience:
+            self.stopped_epoch = event.epoch
+            if self._control is not None:
+                self._control.finish_early(
+                    f"early stopping: no improvement of {self.selected or 'validation error'} "
+                    f"for {self.patience} epochs"
+                )
+
     def on_epoch_ended(self, event: EpochEnded) -> None:
+        if self.spec is not None:
+            self._follow(event)
+            return
         value = self._value(event)
         if value is None:
             if not self._warned:
@@ -93,24 +147,22 @@ class EarlyStopping:
         if math.isfinite(value) and (self.best is None or value < self.best - self.min_delta):
             self.best, self.counter = value, 0
             return
-        self.counter += 1
-        if self.counter >= self.patience:
-            self.stopped_epoch = event.epoch
-            if self._control is not None:
-                self._control.finish_early(
-                    f"early stopping: no improvement of {self.selected or 'validation error'} "
-                    f"for {self.patience} epochs"
-                )
+        self._count(event)
 
     def state_dict(self) -> dict[str, Any]:
-        return {
+        state = {
             "best": self.best,
             "counter": self.counter,
             "stopped_epoch": self.stopped_epoch,
             "selected": self.selected,
         }
+        if self._decision is not None:
+            state["monitor"] = self._decision.state_dict()
+        return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.best, self.counter = state["best"], int(state["counter"])
         self.stopped_epoch = state.get("stopped_epoch")
         self.selected = state.get("selected", self.monitor)
+        if self._decision is not None and state.get("monitor") is not None:
+            self._decision.load_state_dict(state["monitor"])
