@@ -84,6 +84,7 @@ def test_the_widget_names_are_pinned():
     assert set(nnx_lab.widgets.__all__) == {
         "BundleMissingError",
         "DriftReport",
+        "LRFinderWidget",
         "PlanBuilder",
         "TrainingMonitor",
     }
