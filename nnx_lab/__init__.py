@@ -57,6 +57,8 @@ _EXPORTS: dict[str, str] = {
     "preprocessing": "nnx_lab.preprocessing",
     "TrainingMonitor": "nnx_lab.widgets",
     "PlanBuilder": "nnx_lab.widgets",
+    "CalibrationExplorer": "nnx_lab.widgets",
+    "AbstentionExplorer": "nnx_lab.widgets",
     "list_runs": "nnx_lab.runs",
     "lr_finder": "nnx_lab.lr_sweep",
     "LRFinderResult": "nnx_lab.lr_sweep",

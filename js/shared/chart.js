@@ -2,7 +2,9 @@
 // the widgets share. Non-finite values become gaps; linear or log scales on either
 // axis; a hover readout hook; click-to-pick; drag to zoom (x), shift-drag to pan,
 // double-click or resetZoom() to go back; min/max bands; bars; axis titles; marks
-// (thinned when dense) and labelled markers; colours from JupyterLab's theme.
+// (thinned when dense) and labelled markers; fixed domains (xDomain / yDomain: the
+// axes do not follow the data, e.g. probabilities on [0, 1]); dots (an operating
+// point); colours from JupyterLab's theme.
 // With `dragPick` a drag picks (the pick follows the mouse) instead of zooming; `yRange`
 // replaces the y range the data would give (e.g. to keep a diverging tail from
 // flattening the rest).
@@ -17,8 +19,10 @@ import "uplot/dist/uPlot.min.css";
  *   hidden: drawn only as the edge of a band (no line, no legend).
  * @typedef {{upper: number, lower: number, fill: string}} BandSpec  (indices into series)
  * @typedef {{x: number, label: string, color: string}} Marker
+ * @typedef {{x: number, y: number, color: string, label?: string}} Dot  (a point drawn on top)
  * @typedef {{title: string, xLabel: string, yLabel: string, height?: number,
  *   series: SeriesSpec[], bands?: BandSpec[], logX?: boolean, logY?: boolean,
+ *   xDomain?: [number, number], yDomain?: [number, number],
  *   xFormat?: (v: number) => string, yFormat?: (v: number) => string,
  *   sync?: string, onCursor?: (idx: number|null) => void,
  *   onPick?: (pick: {idx: number, x: number, values: (number|null)[]}) => void,
@@ -128,6 +132,8 @@ export class Chart {
     this.marks = [];
     /** @type {Marker[]} */
     this.markers = [];
+    /** @type {Dot[]} */
+    this.dots = [];
     /** current data as given (x, then one array per series) */
     this._x = new Float64Array(0);
     /** @type {ArrayLike<number>[]} */
@@ -248,6 +254,7 @@ export class Chart {
 
   /** x range from the data; a fixed one while there is none (uPlot needs a range to draw axes). */
   _xRange(min, max) {
+    if (this.opts.xDomain) return [...this.opts.xDomain];
     const log = this.opts.logX;
     if (min == null || max == null || !Number.isFinite(min) || !Number.isFinite(max)) return log ? [1, 10] : [0, 1];
     if (min === max) return log ? [min / 2, max * 2] : [min - 1, max + 1];
@@ -256,6 +263,7 @@ export class Chart {
 
   /** y range from the data shown, padded; log ranges cover whole decades. */
   _yRange(min, max) {
+    if (this.opts.yDomain) return [...this.opts.yDomain];
     const log = this.opts.logY;
     const given = this.opts.yRange ? this.opts.yRange(min, max) : null;
     if (given) return given;
@@ -444,6 +452,20 @@ export class Chart {
     if (this.plot) this.plot.redraw(false, false);
   }
 
+  /** A fixed y domain ([min, max]), or null to follow the data again. */
+  setYDomain(domain) {
+    const same = (a, b) => a === b || (a && b && a[0] === b[0] && a[1] === b[1]);
+    if (same(this.opts.yDomain || null, domain || null)) return;
+    this.opts.yDomain = domain || undefined;
+    if (this.plot) this.plot.setData(this._plotData(), this.xRange === null && this.xWindow === null);
+  }
+
+  /** Points drawn on top of the series (e.g. the current operating point). */
+  setDots(dots) {
+    this.dots = dots;
+    if (this.plot) this.plot.redraw(false, false);
+  }
+
   /** Labelled vertical markers (e.g. "loss non-finite since step N"). */
   setMarkers(markers) {
     this.markers = markers;
@@ -492,6 +514,20 @@ export class Chart {
       const right = x + 4 * dpr + w < left + width;
       ctx.textAlign = right ? "left" : "right";
       ctx.fillText(m.label, right ? x + 4 * dpr : x - 4 * dpr, top + 4 * dpr);
+    }
+    this.info.dotsDrawn = 0;
+    for (const d of this.dots) {
+      if (!Number.isFinite(d.x) || !Number.isFinite(d.y) || !inRange(d.x)) continue;
+      const x = u.valToPos(d.x, "x", true);
+      const y = u.valToPos(d.y, "y", true);
+      ctx.fillStyle = resolveColor(this.host, d.color, "#d32f2f");
+      ctx.strokeStyle = cssVar(this.host, "--jp-layout-color0", "#ffffff");
+      ctx.lineWidth = 2 * dpr;
+      ctx.beginPath();
+      ctx.arc(x, y, 5 * dpr, 0, 2 * Math.PI);
+      ctx.fill();
+      ctx.stroke();
+      this.info.dotsDrawn += 1;
     }
     ctx.restore();
   }

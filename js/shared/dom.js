@@ -64,3 +64,11 @@ export function legend(items) {
   }
   return box;
 }
+
+/** Call `fn` when a text or number box's value is committed: Enter, or leaving the box. */
+export function onCommit(input, fn) {
+  input.addEventListener("change", fn);
+  input.addEventListener("keydown", (e) => {
+    if (e.key === "Enter") fn();
+  });
+}

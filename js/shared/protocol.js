@@ -6,6 +6,8 @@
 //   {kind: "hello", version, view, req}   a view was rendered or lost track: send me everything
 //   {kind: "stop"}                        the Stop button
 //   {kind: "snapshot_png", view, run_id}  + one PNG buffer: the charts, for a reopened notebook
+//   {kind: "fit"}                         an explorer's Fit button (calibration: fit the temperature)
+//   {kind: "save"}                        an explorer's Save button (writes to its `path` trait)
 // Kernel -> views ("msg:custom", with binary buffers):
 //   {kind: "update", version, seq, ops}                        to every view, throttled
 //   {kind: "snapshot", version, seq, to, req, part, parts, ops}  everything, for one view, chunked
@@ -17,6 +19,8 @@ export const PROTOCOL_VERSION = 2;
 export const HELLO = "hello";
 export const STOP = "stop";
 export const SNAPSHOT_PNG = "snapshot_png";
+export const FIT = "fit";
+export const SAVE = "save";
 export const UPDATE = "update";
 export const SNAPSHOT = "snapshot";
 

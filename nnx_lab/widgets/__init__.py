@@ -1,9 +1,17 @@
 """nnx-lab's JupyterLab widgets (anywidget): the live TrainingMonitor, the PlanBuilder
-form, the DriftReport table and the LRFinderWidget sweep.
+form, the DriftReport table, the LRFinderWidget sweep, and the CalibrationExplorer and
+AbstentionExplorer.
 
 The front end is built from ``js/`` into ``nnx_lab/static/`` by ``npm run build``
-(``pip install -e .`` runs it). The wire protocol is in ``_protocol.py``.
+(``pip install -e .`` runs it). The wire protocol is in ``_protocol.py``. The
+explorers measure with torch; they load on first use, so importing this package (and
+the monitor) does not import torch.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
 
 from ._bundle import BundleMissingError
 from ._drift import DriftReport
@@ -11,4 +19,30 @@ from ._lr_finder import LRFinderWidget
 from ._monitor import TrainingMonitor
 from ._plan_builder import PlanBuilder
 
-__all__ = ["BundleMissingError", "DriftReport", "LRFinderWidget", "PlanBuilder", "TrainingMonitor"]
+__all__ = [
+    "AbstentionExplorer",
+    "BundleMissingError",
+    "CalibrationExplorer",
+    "DriftReport",
+    "LRFinderWidget",
+    "PlanBuilder",
+    "TrainingMonitor",
+]
+
+_LAZY = {
+    "CalibrationExplorer": "._calibration",
+    "AbstentionExplorer": "._abstention",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'nnx_lab.widgets' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

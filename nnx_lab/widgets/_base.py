@@ -81,6 +81,21 @@ class NNxWidget(anywidget.AnyWidget):
             log.exception("%s: handling the front-end message %r failed", self, kind)
             self.show_error(exc)
 
+    def set_state(self, sync_data: dict[str, Any]) -> None:
+        """Apply trait values sent by a view; refuse a bad one visibly.
+
+        A value that fails validation changes nothing in the kernel (traitlets rolls the
+        whole message back); the reason is shown under the widget and the kernel's
+        values are sent back, so the view shows the state the kernel kept instead of
+        the refused input.
+        """
+        try:
+            super().set_state(sync_data)
+        except Exception as exc:  # a view's input: shown under the widget, never raised
+            log.info("%s: refused a value from the view: %s", type(self).__name__, exc)
+            self.show_error(exc if not isinstance(exc, t.TraitError) else str(exc))
+            self.send_state([key for key in sync_data if key in self.keys])
+
     def show_error(self, error: BaseException | str) -> None:
         """Show an error (an exception with its traceback, or a text) under the widget."""
         self.error = error if isinstance(error, str) else format_exception(error)

@@ -294,12 +294,16 @@ class LRFinderWidget(NNxWidget):
 
     def set_state(self, sync_data: dict[str, Any]) -> None:
         """State from the view: a refused ``chosen_lr`` is shown (``input_error``) and the
-        view gets the last valid value back; the kernel keeps it."""
-        try:
+        view gets the last valid value back; the kernel keeps it. Other refusals go
+        through NNxWidget.set_state (shown under the widget)."""
+        if "chosen_lr" not in sync_data:
             super().set_state(sync_data)
+            return
+        try:
+            # skip NNxWidget's catch-all: a refused pick is an input message beside the
+            # chart, not an error under the widget
+            super(NNxWidget, self).set_state(sync_data)
         except t.TraitError as exc:
-            if "chosen_lr" not in sync_data:
-                raise
             self.input_error = str(exc)
             self.send_state("chosen_lr")  # the view shows the kept value again
             return

@@ -22,6 +22,10 @@ Front end -> kernel
 ``{"kind": "snapshot_png", "view": <id>}`` + one buffer (a PNG)
     A picture of the charts, kept as the fallback output a reopened notebook shows
     when its kernel is gone (see ``TrainingMonitor``).
+``{"kind": "fit"}``
+    An explorer's Fit button (``CalibrationExplorer``: fit the temperature).
+``{"kind": "save"}``
+    An explorer's Save button: write to the path in the widget's ``path`` trait.
 
 Kernel -> front end
 -------------------
@@ -64,11 +68,13 @@ from __future__ import annotations
 from typing import Literal, TypedDict
 
 __all__ = [
+    "FIT",
     "FRONTEND_KINDS",
     "HELLO",
     "KERNEL_KINDS",
     "MAX_MESSAGE_BYTES",
     "PROTOCOL_VERSION",
+    "SAVE",
     "SNAPSHOT",
     "SNAPSHOT_PNG",
     "STATUSES",
@@ -83,7 +89,9 @@ PROTOCOL_VERSION = 2
 HELLO = "hello"
 STOP = "stop"
 SNAPSHOT_PNG = "snapshot_png"
-FRONTEND_KINDS = (HELLO, STOP, SNAPSHOT_PNG)
+FIT = "fit"
+SAVE = "save"
+FRONTEND_KINDS = (HELLO, STOP, SNAPSHOT_PNG, FIT, SAVE)
 
 # kernel -> front end
 UPDATE = "update"

@@ -26,7 +26,7 @@ from ._protocol import HELLO, PROTOCOL_VERSION, SNAPSHOT, STOP, UPDATE
 
 __all__ = ["FakeFrontend", "feed", "scripted_run", "write_jsonl"]
 
-_DTYPES = {"int32": np.int32, "float32": np.float32}
+_DTYPES = {"int32": np.int32, "float32": np.float32, "float64": np.float64}
 _views = itertools.count(1)
 
 

@@ -1,30 +1,44 @@
-// The built bundle (what anywidget loads from a notebook), not the sources.
+// The built bundles (what anywidget loads from a notebook), not the sources.
 import { existsSync } from "node:fs";
 import { resolve } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { fakeModel, settle } from "./helpers.js";
 
-const BUNDLE = resolve("nnx_lab/static/monitor.js");
+// entry -> [initial traits, the root's class, text the first render shows]
+const ENTRIES = {
+  monitor: [{ run_id: "abc", status: "running" }, ".nnx-monitor", "running"],
+  calibration: [
+    { temperature: 1, fitted_temperature: null, fit_message: "", path: "c.json", saved: "", revision: 0, info: { rows: 10, classes: 3, kind: "categorical", split_id: "cal", model_id: "m", slider_range: [0.05, 20] } },
+    ".nnx-calibration",
+    "10 rows · 3 classes",
+  ],
+  abstention: [
+    { threshold: 0.5, risk_ceiling: 0.05, guarantee: null, use: "uncalibrated", selection: {}, readouts: {}, mistakes: [], abstained_rows: [], abstained_start: 0, path: "p.json", saved: "", revision: 0, info: { rows: 10, classes: 3, kind: "max_probability", sides: ["uncalibrated"], split_id: "val" } },
+    ".nnx-abstention",
+    "10 rows · 3 classes",
+  ],
+};
 
-describe("built monitor bundle", () => {
+describe.each(Object.entries(ENTRIES))("built %s bundle", (entry, [state, rootClass, text]) => {
   let el;
   afterEach(() => el && el.remove());
 
   it("exports only a default widget object with render (anywidget warns about a direct render export)", async () => {
-    expect(existsSync(BUNDLE), "run `npm run build` first").toBe(true);
-    const mod = await import(/* @vite-ignore */ BUNDLE);
+    const bundle = resolve(`nnx_lab/static/${entry}.js`);
+    expect(existsSync(bundle), "run `npm run build` first").toBe(true);
+    const mod = await import(/* @vite-ignore */ bundle);
     expect(Object.keys(mod)).toEqual(["default"]);
     expect(Object.keys(mod.default)).toEqual(["render"]);
     el = document.createElement("div");
     document.body.append(el);
-    const model = fakeModel({ run_id: "abc", status: "running" });
+    const model = fakeModel(state);
     const cleanup = mod.default.render({ model, el });
     await settle();
-    expect(el.querySelector('[data-testid="status"]').textContent).toBe("running");
+    expect(el.querySelector(rootClass).textContent).toContain(text);
     expect(el.querySelector(".uplot")).not.toBeNull();
     expect(model.sent[0].content).toMatchObject({ kind: "hello", version: 2 });
     cleanup();
-    expect(el.querySelector(".nnx-monitor")).toBeNull();
+    expect(el.querySelector(rootClass)).toBeNull();
     expect(model.listenerCount()).toBe(0);
   });
 });

@@ -258,3 +258,43 @@ describe("Chart (uPlot)", () => {
     expect(c.host.querySelector(".uplot")).toBeNull();
   });
 });
+
+describe("Chart fixed domains and dots (the explorers)", () => {
+  it("keeps a fixed x and y domain whatever the data, and follows the data again without one", async () => {
+    const c = chart({ xDomain: [0, 1], yDomain: [0, 1] });
+    c.setData(F([0.2, 0.4, 0.6]), [F([0.1, 0.5, 0.3])]);
+    await settle();
+    expect(c.ranges().x).toEqual([0, 1]);
+    expect(c.ranges().y).toEqual([0, 1]);
+    c.setYDomain([0, 0.25]);
+    await settle();
+    expect(c.ranges().y).toEqual([0, 0.25]);
+    c.setYDomain(null);
+    await settle();
+    const [lo, hi] = c.ranges().y;
+    expect(lo).toBeLessThanOrEqual(0.1);
+    expect(hi).toBeGreaterThanOrEqual(0.5);
+    expect(hi).toBeLessThan(1); // from the data now, not the old domain
+  });
+
+  it("draws dots at data coordinates on top of the series, skipping those out of range", async () => {
+    const c = chart({ xDomain: [0, 1], yDomain: [0, 1] });
+    c.setData(F([0, 0.5, 1]), [F([0.1, 0.2, 0.3])]);
+    const ctx = c.plot.ctx;
+    ctx.calls.length = 0;
+    c.setDots([
+      { x: 0.5, y: 0.2, color: "#00ff00" },
+      { x: 2, y: 0.2, color: "#0000ff" },
+      { x: NaN, y: 0.2, color: "#0000ff" },
+    ]);
+    await settle();
+    expect(c.info.dotsDrawn).toBe(1);
+    const arcs = ctx.calls.filter((k) => k.op === "arc");
+    expect(arcs).toHaveLength(1);
+    const [x, y] = arcs[0].args;
+    expect(x).toBeCloseTo(c.plot.valToPos(0.5, "x", true), 6);
+    expect(y).toBeCloseTo(c.plot.valToPos(0.2, "y", true), 6);
+    const fill = ctx.calls.find((k) => k.op === "fill" && k.fillStyle === "#00ff00");
+    expect(fill).toBeDefined();
+  });
+});

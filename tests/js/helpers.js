@@ -82,7 +82,7 @@ function wireView(arr) {
   return new DataView(big.buffer, 3, bytes.byteLength);
 }
 
-const ARRAYS = { int32: Int32Array, float32: Float32Array };
+const ARRAYS = { int32: Int32Array, float32: Float32Array, float64: Float64Array };
 
 /**
  * One op and its buffers.

@@ -72,7 +72,7 @@ def _stdout(nb: nbformat.NotebookNode) -> str:
 
 def test_notebooks_exist():
     names = {p.name for p in NOTEBOOKS}
-    assert {"quickstart.ipynb", "monitor_stop.ipynb"} <= names
+    assert {"quickstart.ipynb", "monitor_stop.ipynb", "calibration_and_abstention.ipynb"} <= names
 
 
 def test_notebooks_are_committed_without_outputs():
@@ -138,9 +138,33 @@ def test_notebook_runs_headless(path: Path, tmp_path: Path, monkeypatch: pytest.
         assert f"the builder's learning rate is now {picked.group(1)}" in text, text
         losses = dict(re.findall(r"^\s*(picked|default 0\.001): val loss ([\d.]+)", text, re.M))
         assert float(losses["picked"]) < float(losses["default 0.001"]), text
+    if path.name == "calibration_and_abstention.ipynb":
+        _check_calibration_notebook(text, workdir)
     if path.name in STOP_CELLS:
         match = STOPPED.search(text)
         assert match, text
         run_dir = workdir / "runs" / match.group(1)
         assert (run_dir / "checkpoints" / "last.json").is_file()
         assert yaml.safe_load((run_dir / "metadata.yaml").read_text())["status"] == "stopped"
+
+
+def _check_calibration_notebook(text: str, workdir: Path) -> None:
+    """The classroom story holds: over-confident, T > 1 fitted, better on test, a policy."""
+    from nnx_lab.abstention import AbstentionPolicy
+    from nnx_lab.calibration import TemperatureCalibrator
+
+    seen = re.search(r"over-confident: accuracy ([\d.]+), mean confidence ([\d.]+)", text)
+    assert seen, text
+    assert float(seen.group(2)) > float(seen.group(1)) + 0.02, text
+    fitted = re.search(r"fitted T = ([\d.]+)", text)
+    assert fitted, text
+    assert float(fitted.group(1)) > 1.2, text
+    assert "test: improved: calibration on 'test'" in text, text
+    on_test = re.search(r"policy on test: coverage ([\d.]+), risk ([\d.]+)", text)
+    assert on_test, text
+    assert float(on_test.group(1)) > 0.3, text
+    calibrator = TemperatureCalibrator.load(workdir / "digits_calibrator.json")
+    assert calibrator.temperature == pytest.approx(float(fitted.group(1)), abs=1e-3)
+    policy = AbstentionPolicy.load(workdir / "digits_policy.json")
+    assert policy.calibrated
+    assert policy.risk_ceiling == 0.01

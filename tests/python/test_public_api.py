@@ -15,7 +15,9 @@ import nnx_lab
 ROOT = Path(__file__).resolve().parents[2]
 
 EXPECTED = {
+    "AbstentionExplorer",
     "Activations",
+    "CalibrationExplorer",
     "Callback",
     "CheckpointCorruptError",
     "Checkpoints",
@@ -82,7 +84,9 @@ def test_the_widget_names_are_pinned():
     import nnx_lab.widgets
 
     assert set(nnx_lab.widgets.__all__) == {
+        "AbstentionExplorer",
         "BundleMissingError",
+        "CalibrationExplorer",
         "DriftReport",
         "LRFinderWidget",
         "PlanBuilder",

@@ -24,13 +24,13 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 REPLAY = REPO / "tests" / "js" / "replay.mjs"
 
 
-def replay(messages, view, tmp_path, accept: str | None = None) -> dict:
+def replay(messages, view, tmp_path, accept: str | None = None, series=("steps", "epochs")) -> dict:
     node = shutil.which("node")
     if node is None:
         pytest.fail("node is not installed (Node >= 20; `bash scripts/test` installs it)")
     payload = {
         "view": view,
-        "series": ["steps", "epochs"],
+        "series": list(series),
         "accept": accept,
         "messages": [
             {"content": c, "buffers": [base64.b64encode(b).decode() for b in buffers]}

@@ -1,0 +1,11 @@
+// The AbstentionExplorer widget's entry: anywidget reads the default export.
+import "../shared/explorer.css";
+import { AbstentionView } from "./view.js";
+
+/** @param {{model: import("../monitor/view.js").Model, el: HTMLElement}} ctx */
+function render({ model, el }) {
+  const view = new AbstentionView(model, el);
+  return () => view.dispose();
+}
+
+export default { render };

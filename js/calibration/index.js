@@ -1,0 +1,11 @@
+// The CalibrationExplorer widget's entry: anywidget reads the default export.
+import "../shared/explorer.css";
+import { CalibrationView } from "./view.js";
+
+/** @param {{model: import("../monitor/view.js").Model, el: HTMLElement}} ctx */
+function render({ model, el }) {
+  const view = new CalibrationView(model, el);
+  return () => view.dispose();
+}
+
+export default { render };
