@@ -40,6 +40,9 @@ const WINDOWS = [
 ];
 const SNAPSHOT_EVERY_MS = 60_000; // a picture for the notebook while a run goes on
 const STOP_TITLE = "Stop training after the current step (writes the LAST checkpoint)";
+// The JupyterLab extension (js/lab) marks <body> and listens for this event: the link
+// to open the run in a panel of its own shows only where someone will answer it.
+const OPEN_EVENT = "nnx-lab:open-run";
 
 /** "1.234" for one step, "1,201–1,232" for a bucket of steps. */
 function fmtRange(first, last) {
@@ -50,7 +53,7 @@ function fmtRange(first, last) {
 const HEADER_TRAITS = [
   "status", "stop_reason", "run_id", "epoch", "n_epochs", "step", "total_steps", "samples_per_sec",
   "elapsed", "eta", "can_stop", "from_log", "last_loss", "last_finite_loss", "last_finite_step",
-  "loss_nonfinite_since", "loss_nonfinite_steps",
+  "loss_nonfinite_since", "loss_nonfinite_steps", "runs_root",
 ];
 
 export class MonitorView {
@@ -116,6 +119,15 @@ export class MonitorView {
     this.status = h("span", { class: "nnx-status", "data-testid": "status", role: "status" });
     this.reason = h("span", { class: "nnx-reason", "data-testid": "reason" });
     this.nonfinite = h("span", { class: "nnx-nonfinite", "data-testid": "nonfinite", role: "alert" });
+    this.openLink = h("button", {
+      type: "button",
+      class: "nnx-tool nnx-open-panel",
+      "data-testid": "open-in-panel",
+      title: "Open this run in a JupyterLab panel of its own (nnx-lab runs), which follows it without this kernel",
+      text: "Open in panel",
+    });
+    this.openLink.hidden = true;
+    this.openLink.addEventListener("click", () => this._openInPanel());
     const stats = h("dl", { class: "nnx-stats" });
     /** @type {Record<string, HTMLElement>} */
     this.stat = {};
@@ -125,7 +137,7 @@ export class MonitorView {
     }
     this.raceStatus = h("span", { class: "nnx-race-status", "data-testid": "race-status" });
     this.raceStatus.hidden = true;
-    this.runTitle = h("div", { class: "nnx-title" }, [h("span", { class: "nnx-label", text: "Run" }), this.runId, this.status, this.reason]);
+    this.runTitle = h("div", { class: "nnx-title" }, [h("span", { class: "nnx-label", text: "Run" }), this.runId, this.status, this.reason, this.openLink]);
     this.stats = stats;
     const header = h("div", { class: "nnx-header" }, [this.raceStatus, this.runTitle, stats, stopButton]);
 
@@ -313,6 +325,7 @@ export class MonitorView {
     this.reason.hidden = !reason;
     this.runId.textContent = m.get("run_id") || "–";
     this.runId.title = m.get("run_id") || "";
+    this.openLink.hidden = !(m.get("run_id") && m.get("runs_root") && document.body && document.body.dataset.nnxLabRuns);
     const nEpochs = m.get("n_epochs");
     const epoch = m.get("epoch");
     this.stat.epoch.textContent = nEpochs ? `${fmtInt(epoch)} / ${fmtInt(nEpochs)}` : fmtInt(epoch);
@@ -383,6 +396,11 @@ export class MonitorView {
   _stop() {
     this.stopButton.disabled = true;
     this.model.send({ kind: STOP });
+  }
+
+  _openInPanel() {
+    const detail = { run_id: this.model.get("run_id"), runs_root: this.model.get("runs_root") };
+    this.root.dispatchEvent(new CustomEvent(OPEN_EVENT, { bubbles: true, composed: true, detail }));
   }
 
   // ------------------------------------------------------------------ toolbar

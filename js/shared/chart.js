@@ -14,9 +14,10 @@ import "uplot/dist/uPlot.min.css";
 /**
  * @typedef {{label: string, color: string, width?: number, dash?: number[],
  *   fill?: string, points?: boolean, bars?: boolean, show?: boolean,
- *   hidden?: boolean}} SeriesSpec
+ *   hidden?: boolean, spanGaps?: boolean}} SeriesSpec
  *   color / fill: a CSS variable name ("--nnx-accent") or a colour.
  *   hidden: drawn only as the edge of a band (no line, no legend).
+ *   spanGaps: draw the line across missing values (curves of several runs on one x).
  * @typedef {{upper: number, lower: number, fill: string}} BandSpec  (indices into series)
  * @typedef {{x: number, label: string, color: string}} Marker
  * @typedef {{x: number, y: number, color: string, label?: string}} Dot  (a point drawn on top)
@@ -181,7 +182,7 @@ export class Chart {
         width: s.hidden ? 0 : (s.width ?? 1.5),
         dash: s.dash,
         show: s.show ?? true,
-        spanGaps: false,
+        spanGaps: Boolean(s.spanGaps),
         points: { show: Boolean(s.points), size: 5, fill: stroke, stroke },
         value: (_u, v) => (v == null ? "–" : (o.yFormat || String)(v)),
       };

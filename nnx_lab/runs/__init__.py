@@ -18,13 +18,14 @@ from ._ids import (
     validate_run_id,
 )
 from ._jsonl import JsonlReader, LogDamagedError, read_jsonl
-from ._listing import list_runs, run_rows
+from ._listing import damaged_row, list_runs, metadata_row, run_rows
 from ._records import (
     HEARTBEAT_S,
     INTERRUPTED,
     STALE_AFTER_S,
     RunRecordError,
     effective_status,
+    parse_record,
     read_record,
     writer_alive,
     writer_identity,
@@ -41,10 +42,13 @@ __all__ = [
     "LogDamagedError",
     "RunRecordError",
     "canonical_json",
+    "damaged_row",
     "effective_status",
     "find_run_id",
     "is_run_id",
     "list_runs",
+    "metadata_row",
+    "parse_record",
     "read_jsonl",
     "read_record",
     "read_stop_request",

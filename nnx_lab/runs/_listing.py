@@ -9,7 +9,7 @@ from typing import Any
 from ._ids import is_run_id, resolve_runs_root
 from ._records import RunRecordError, effective_status, read_record
 
-__all__ = ["list_runs", "run_rows"]
+__all__ = ["COLUMNS", "damaged_row", "list_runs", "metadata_row", "run_rows"]
 
 COLUMNS = (
     "run_id",
@@ -28,19 +28,17 @@ COLUMNS = (
 )
 
 
-def _row(path: Path) -> dict[str, Any]:
+def damaged_row(path: Path, reason: str) -> dict[str, Any]:
+    """The row of a run folder whose record cannot be read: status "damaged"."""
+    row: dict[str, Any] = dict.fromkeys(COLUMNS)
+    row.update(run_id=path.name, path=str(path), status="damaged", error=reason)
+    return row
+
+
+def metadata_row(path: Path, meta: dict[str, Any]) -> dict[str, Any]:
+    """The row of the run in ``path`` whose ``metadata.yaml`` holds ``meta``."""
     row: dict[str, Any] = dict.fromkeys(COLUMNS)
     row.update(run_id=path.name, path=str(path))
-    try:
-        meta = read_record(path / "metadata.yaml")
-    except FileNotFoundError:
-        row["status"] = "damaged"
-        row["error"] = "no metadata.yaml"
-        return row
-    except RunRecordError as exc:
-        row["status"] = "damaged"
-        row["error"] = exc.reason
-        return row
     started, finished = meta.get("started_at"), meta.get("finished_at")
     best = meta.get("best") if isinstance(meta.get("best"), dict) else {}
     error = meta.get("error")
@@ -62,6 +60,16 @@ def _row(path: Path) -> dict[str, Any]:
         error=str(error).splitlines()[0] if error else None,
     )
     return row
+
+
+def _row(path: Path) -> dict[str, Any]:
+    try:
+        meta = read_record(path / "metadata.yaml")
+    except FileNotFoundError:
+        return damaged_row(path, "no metadata.yaml")
+    except RunRecordError as exc:
+        return damaged_row(path, exc.reason)
+    return metadata_row(path, meta)
 
 
 def run_rows(runs_root: str | os.PathLike[str] | None = None) -> list[dict[str, Any]]:

@@ -24,6 +24,7 @@ __all__ = [
     "STALE_AFTER_S",
     "RunRecordError",
     "effective_status",
+    "parse_record",
     "read_record",
     "writer_alive",
     "writer_identity",
@@ -50,8 +51,16 @@ class RunRecordError(ValueError):
 def read_record(path: str | os.PathLike[str]) -> dict[str, Any]:
     """A YAML mapping (``run.yaml``, ``metadata.yaml``), or a RunRecordError naming it."""
     path = Path(path)
+    return parse_record(path.read_bytes(), path)
+
+
+def parse_record(raw: bytes, path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The YAML mapping in ``raw`` (the bytes of the record at ``path``), or a
+    RunRecordError naming ``path``. For readers that fetch the bytes themselves (the
+    Jupyter server extension reads with a size bound and refuses links)."""
+    path = Path(path)
     try:
-        data = yaml.load(path.read_bytes().decode("utf-8"), Loader=_Loader)
+        data = yaml.load(raw.decode("utf-8"), Loader=_Loader)
     except UnicodeDecodeError as exc:
         raise RunRecordError(path, f"not UTF-8 text ({exc.reason})") from None
     except yaml.YAMLError as exc:

@@ -82,6 +82,16 @@ def _finite(value: Any) -> float | None:
     return number if math.isfinite(number) else None
 
 
+def _parent_of(run_dir: str | None) -> str:
+    """The real path of the folder that holds a run's folder ("" when unknown)."""
+    if not run_dir:
+        return ""
+    try:
+        return str(pathlib.Path(run_dir).resolve().parent)
+    except (OSError, RuntimeError):
+        return ""
+
+
 def _positive_int(value: Any, name: str, least: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < least:
         raise ValueError(f"{name}={value!r} is out of range: pass an integer >= {least}")
@@ -180,6 +190,11 @@ class TrainingMonitor(NNxWidget):
         "status, stop_reason, error, epoch, n_epochs, step, last_loss, "
         "loss_nonfinite_since); empty while the monitor shows one run.",
     ).tag(sync=True)
+    runs_root = t.Unicode(
+        "",
+        help="The real path of the folder holding the run's folder: the view's 'Open in "
+        "panel' link names the run to JupyterLab's runs panel by it.",
+    ).tag(sync=True)
 
     def __init__(
         self,
@@ -257,6 +272,7 @@ class TrainingMonitor(NNxWidget):
             self._rate_window: collections.deque[tuple[float, int, int]] = collections.deque()
             with self.hold_sync():
                 self.run_id = ""
+                self.runs_root = ""
                 self.status = "created"
                 self.stop_reason = ""
                 self.error = ""
@@ -362,6 +378,7 @@ class TrainingMonitor(NNxWidget):
             self._epoch_seen = int(event.start_epoch)
             with self.hold_sync():
                 self.run_id = event.run_id
+                self.runs_root = _parent_of(event.run_dir)
                 stopping = control is not None and control.stop_requested
                 self.status = "stopping" if stopping else "running"
                 self.can_stop = control is not None and self._ui_can_stop
@@ -952,6 +969,7 @@ class TrainingMonitor(NNxWidget):
         finally:
             self._transport.paused = False
         self._transport.flush()
+        self.runs_root = str(run_dir.resolve().parent)  # where it is read here
         if not self._finished:
             if follow:
                 self._follow_thread = threading.Thread(

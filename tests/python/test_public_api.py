@@ -66,6 +66,7 @@ EXPECTED = {
     "launch",
     "list_runs",
     "lr_finder",
+    "open_in_panel",
     "request_stop",
     "precision",
     "precision_support",
@@ -91,6 +92,7 @@ def test_the_widget_names_are_pinned():
         "LRFinderWidget",
         "PlanBuilder",
         "TrainingMonitor",
+        "open_in_panel",
     }
     # the widget that draws a report is not the report: nnx_lab.drift_report returns data
     assert nnx_lab.widgets.DriftReport is not nnx_lab.plans.DriftReport

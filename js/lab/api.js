@@ -1,0 +1,50 @@
+// The runs panel's client of nnx_lab.server's REST API (docs/lab_extension.md).
+// `request(path, init)` does the HTTP (JupyterLab's ServerConnection in the extension,
+// a fake in tests) and returns the parsed JSON, or throws an ApiError.
+
+export class ApiError extends Error {
+  /** @param {number} status @param {string} message */
+  constructor(status, message) {
+    super(message);
+    this.status = status;
+  }
+}
+
+/** @typedef {(path: string, init?: {method?: string, body?: string}) => Promise<any>} Request */
+
+export class RunsApi {
+  /** @param {Request} request */
+  constructor(request) {
+    this.request = request;
+  }
+
+  /** Every run the server found. `refresh`: search the roots again first. */
+  listRuns({ refresh = false } = {}) {
+    return this.request(refresh ? "runs?refresh=1" : "runs");
+  }
+
+  run(folder, runId) {
+    return this.request(`runs/${enc(folder)}/${enc(runId)}`);
+  }
+
+  /** A page of the run's log from a byte offset. */
+  log(folder, runId, offset, { maxBytes, inLine = false } = {}) {
+    const q = [`offset=${Math.max(0, Math.floor(offset))}`];
+    if (maxBytes) q.push(`max_bytes=${Math.floor(maxBytes)}`);
+    if (inLine) q.push("in_line=1");
+    return this.request(`runs/${enc(folder)}/${enc(runId)}/log?${q.join("&")}`);
+  }
+
+  stop(folder, runId, reason = "stopped from the JupyterLab runs panel") {
+    return this.request(`runs/${enc(folder)}/${enc(runId)}/stop`, { method: "POST", body: JSON.stringify({ reason }) });
+  }
+
+  /** @param {{folder: string, runId: string}[]} runs */
+  compare(runs) {
+    return this.request(`compare?${runs.map((r) => `run=${enc(`${r.folder}/${r.runId}`)}`).join("&")}`);
+  }
+}
+
+function enc(text) {
+  return encodeURIComponent(String(text));
+}

@@ -1,0 +1,259 @@
+// A run as the runs panel knows it from its log: the TrainingMonitor's counters (the
+// traits its view reads) and its two series, built from the log's events as the
+// kernel-side monitor builds them (nnx_lab/widgets/_monitor.py).
+import { BucketSeries, Reduce } from "../shared/buckets.js";
+
+const NOT_METRICS = new Set(["samples"]);
+const TERMINAL = new Set(["stopped", "finished", "failed"]);
+const RATE_WINDOW_MS = 10_000;
+
+/** A log value as a number: the server sends non-finite floats as text. */
+export function num(v) {
+  if (typeof v === "number") return v;
+  if (v === "NaN") return NaN;
+  if (v === "Infinity") return Infinity;
+  if (v === "-Infinity") return -Infinity;
+  return NaN;
+}
+
+function finiteOrNull(v) {
+  return Number.isFinite(v) ? v : null;
+}
+
+export function stepSeries(capacity) {
+  return new BucketSeries(
+    [
+      { name: "first", dtype: "int32", reduce: Reduce.FIRST },
+      { name: "step", dtype: "int32", reduce: Reduce.LAST },
+      { name: "loss", dtype: "float32", reduce: Reduce.MEAN },
+      { name: "lr", dtype: "float32", reduce: Reduce.LAST },
+      { name: "n", dtype: "int32", reduce: Reduce.SUM },
+      { name: "bad", dtype: "int32", reduce: Reduce.SUM },
+    ],
+    { capacity, bad: "bad" },
+  );
+}
+
+export function epochSeries(capacity) {
+  return new BucketSeries(
+    [
+      { name: "first", dtype: "int32", reduce: Reduce.FIRST },
+      { name: "epoch", dtype: "int32", reduce: Reduce.LAST },
+      { name: "step", dtype: "int32", reduce: Reduce.LAST },
+      { name: "lr", dtype: "float32", reduce: Reduce.LAST },
+      { name: "seconds", dtype: "float32", reduce: Reduce.MEAN },
+      { name: "improved", dtype: "int32", reduce: Reduce.MAX },
+      { name: "n", dtype: "int32", reduce: Reduce.SUM },
+    ],
+    { capacity },
+  );
+}
+
+/** The traits a run shows before anything is known of it. */
+export function emptyTraits(runId = "") {
+  return {
+    run_id: runId,
+    status: "created",
+    stop_reason: "",
+    error: "",
+    epoch: 0,
+    n_epochs: 0,
+    step: 0,
+    total_steps: null,
+    samples: 0,
+    samples_per_sec: null,
+    elapsed: 0,
+    eta: null,
+    last_loss: null,
+    last_finite_loss: null,
+    last_finite_step: null,
+    loss_nonfinite_since: null,
+    loss_nonfinite_steps: 0,
+  };
+}
+
+export class RunState {
+  /** @param {{maxPoints?: number, maxEpochs?: number, now?: () => number}} [opts] */
+  constructor({ maxPoints = 20_000, maxEpochs = 5_000, now = () => Date.now() } = {}) {
+    this.maxPoints = maxPoints + (maxPoints % 2);
+    this.maxEpochs = maxEpochs + (maxEpochs % 2);
+    this.now = now;
+    this.steps = stepSeries(this.maxPoints);
+    this.epochs = epochSeries(this.maxEpochs);
+    this.reset("");
+  }
+
+  reset(runId = this.traits ? this.traits.run_id : "") {
+    this.steps.clear();
+    this.epochs.clear();
+    this.traits = emptyTraits(runId);
+    this.finished = false;
+    this.config = null;
+    this._startStep = 0;
+    this._stepsPerEpoch = null;
+    this._nEpochsRun = 0;
+    this._startedAt = null; // seconds (the writer's clock)
+    this._finishedAt = null;
+    this._samples = 0;
+    this._lastLoss = null;
+    this._lastFinite = null;
+    this._nonfiniteSince = null;
+    this._nonfiniteSteps = 0;
+    this._rate = []; // [ms, step, samples] as the log grew, while live
+  }
+
+  /** Apply events from the log (objects as the server sends them). */
+  apply(events) {
+    for (const ev of events) {
+      switch (ev.event) {
+        case "run_started":
+          this._runStarted(ev);
+          break;
+        case "step":
+          this._records([ev]);
+          break;
+        case "step_metrics":
+          this._records(Array.isArray(ev.records) ? ev.records : []);
+          break;
+        case "epoch_ended":
+          this._epochEnded(ev);
+          break;
+        case "run_finished":
+          this._runFinished(ev);
+          break;
+        default:
+          break; // checkpoint_written and what a newer engine adds
+      }
+    }
+  }
+
+  _runStarted(ev) {
+    this.reset(typeof ev.run_id === "string" ? ev.run_id : this.traits.run_id);
+    this.config = ev.config && typeof ev.config === "object" ? ev.config : null;
+    this._startStep = Number(ev.start_step) || 0;
+    this._stepsPerEpoch = Number.isFinite(ev.steps_per_epoch) ? ev.steps_per_epoch : null;
+    this._startedAt = Number.isFinite(ev.time) ? ev.time : null;
+    const startEpoch = Number(ev.start_epoch) || 1;
+    this._nEpochsRun = Number(ev.n_epochs) || 0;
+    const t = this.traits;
+    t.status = "running";
+    t.step = this._startStep;
+    t.epoch = startEpoch;
+    t.n_epochs = startEpoch + this._nEpochsRun - 1;
+    t.total_steps = this._expectedTotal();
+  }
+
+  _expectedTotal() {
+    return this._stepsPerEpoch === null ? null : this._startStep + this._stepsPerEpoch * this._nEpochsRun;
+  }
+
+  _records(records) {
+    if (!records.length) return;
+    const steps = [];
+    const losses = [];
+    const lrs = [];
+    for (const r of records) {
+      const step = Number(r.step);
+      if (!Number.isFinite(step)) continue;
+      const loss = r.loss === null || r.loss === undefined ? NaN : num(r.loss);
+      steps.push(step);
+      losses.push(loss);
+      lrs.push(r.lr === null || r.lr === undefined ? NaN : num(r.lr));
+      if (Number.isFinite(loss)) {
+        this._lastFinite = [step, loss];
+        this._nonfiniteSince = null;
+      } else {
+        if (this._nonfiniteSince === null) this._nonfiniteSince = step;
+        this._nonfiniteSteps += 1;
+      }
+      this._samples += Number(r.samples) || 0;
+      if (step > this.traits.step) {
+        this.traits.step = step;
+        this.traits.epoch = Number(r.epoch) || this.traits.epoch;
+      }
+    }
+    if (!steps.length) return;
+    this._lastLoss = losses[losses.length - 1];
+    this.steps.extend({ first: steps, step: steps, loss: losses, lr: lrs });
+  }
+
+  _epochEnded(ev) {
+    const row = {
+      first: [Number(ev.epoch)],
+      epoch: [Number(ev.epoch)],
+      step: [Number(ev.step)],
+      lr: [num(ev.lr)],
+      seconds: [num(ev.seconds)],
+      improved: [ev.improved ? 1 : 0],
+    };
+    for (const [part, values] of [["train", ev.train], ["val", ev.val]]) {
+      if (!values || typeof values !== "object") continue;
+      for (const [name, value] of Object.entries(values)) {
+        if (NOT_METRICS.has(name)) continue;
+        const key = `${part}.${name}`;
+        if (!this.epochs.has(key)) this.epochs.addValue(key);
+        row[key] = [value === null ? NaN : num(value)];
+      }
+    }
+    this.epochs.extend(row);
+    const t = this.traits;
+    t.step = Math.max(t.step, Number(ev.step) || 0);
+    t.epoch = Math.max(t.epoch, Number(ev.epoch) || 0);
+    if (this._stepsPerEpoch === null && this.epochs.length === 1) {
+      this._stepsPerEpoch = (Number(ev.step) || 0) - this._startStep;
+      t.total_steps = this._expectedTotal();
+    }
+  }
+
+  _runFinished(ev) {
+    this.finished = true;
+    this._finishedAt = Number.isFinite(ev.time) ? ev.time : null;
+    const t = this.traits;
+    t.step = Math.max(t.step, Number(ev.steps) || 0);
+    t.status = TERMINAL.has(ev.status) ? ev.status : "finished";
+    t.stop_reason = typeof ev.stop_reason === "string" ? ev.stop_reason : "";
+    if (ev.status === "failed") {
+      let text = typeof ev.error === "string" && ev.error ? ev.error : "training failed";
+      if (typeof ev.traceback === "string" && ev.traceback) text += `\n\n${ev.traceback.trimEnd()}`;
+      t.error = text;
+    }
+  }
+
+  /**
+   * Refresh the counters (elapsed, rates, ETA, the loss) as of now.
+   * @param {number} serverNow  the server's clock, in seconds (the writer's machine, usually)
+   */
+  tick(serverNow) {
+    const t = this.traits;
+    const nowMs = this.now();
+    if (this._startedAt !== null) {
+      const end = this._finishedAt ?? (this.finished ? this._startedAt : serverNow);
+      t.elapsed = Math.max(0, end - this._startedAt);
+    }
+    t.samples = this._samples;
+    if (!this.finished && t.status === "running") {
+      this._rate.push([nowMs, t.step, this._samples]);
+      while (this._rate.length > 2 && nowMs - this._rate[0][0] > RATE_WINDOW_MS) this._rate.shift();
+    }
+    let sps = null;
+    let stepsPs = null;
+    const w = this._rate;
+    if (!this.finished && w.length >= 2 && w[w.length - 1][0] - w[0][0] >= 500 && w[w.length - 1][1] > w[0][1]) {
+      const dt = (w[w.length - 1][0] - w[0][0]) / 1000;
+      sps = (w[w.length - 1][2] - w[0][2]) / dt;
+      stepsPs = (w[w.length - 1][1] - w[0][1]) / dt;
+    } else if (t.elapsed > 0 && this._samples > 0) {
+      sps = this._samples / t.elapsed;
+      stepsPs = (t.step - this._startStep) / t.elapsed;
+    }
+    t.samples_per_sec = sps === null ? null : Math.round(sps * 1000) / 1000;
+    t.eta = !this.finished && t.total_steps !== null && stepsPs ? Math.max(0, (t.total_steps - t.step) / stepsPs) : null;
+    t.last_loss = finiteOrNull(this._lastLoss);
+    if (this._lastFinite) {
+      t.last_finite_step = this._lastFinite[0];
+      t.last_finite_loss = this._lastFinite[1];
+    }
+    t.loss_nonfinite_since = this._nonfiniteSince;
+    t.loss_nonfinite_steps = this._nonfiniteSteps;
+  }
+}

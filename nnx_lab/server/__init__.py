@@ -1,0 +1,33 @@
+"""nnx-lab's Jupyter server extension: the REST side of the JupyterLab runs panel.
+
+Installed with the package (``etc/jupyter/jupyter_server_config.d/nnx_lab.json`` enables
+it) next to the prebuilt labextension. It reads the runs under the server's roots
+through ``nnx_lab.runs`` and writes nothing but a stop request; it never imports torch.
+Settings: ``NNxLab`` (``c.NNxLab.runs_roots = [...]`` and the bounds in ``_config``).
+See docs/lab_extension.md.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._config import NNxLab
+from ._handlers import AUTH_RESOURCE, setup_handlers
+from ._service import ApiError, RunsService
+
+__all__ = ["AUTH_RESOURCE", "ApiError", "NNxLab", "RunsService"]
+
+
+def _jupyter_server_extension_points() -> list[dict[str, str]]:
+    return [{"module": "nnx_lab.server"}]
+
+
+def _load_jupyter_server_extension(serverapp: Any) -> None:
+    config = NNxLab(parent=serverapp)
+    service = RunsService(config, serverapp.root_dir)
+    setup_handlers(serverapp.web_app, service)
+    serverapp.log.info(
+        "nnx-lab runs panel: REST API at %snnx-lab/api, runs roots %s",
+        serverapp.base_url,
+        ", ".join(str(p) for p in service.roots()),
+    )

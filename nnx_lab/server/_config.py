@@ -1,0 +1,75 @@
+"""What the runs panel's server side may read, and how much per request (traitlets
+config: ``c.NNxLab.<name>`` in ``jupyter_server_config.py`` or ``--NNxLab.<name>=``)."""
+
+from __future__ import annotations
+
+from traitlets import Float, Int, List, TraitError, Unicode, validate
+from traitlets.config import Configurable
+
+__all__ = ["NNxLab"]
+
+
+class NNxLab(Configurable):
+    """Settings of nnx-lab's Jupyter server extension (the JupyterLab runs panel)."""
+
+    runs_roots = List(
+        Unicode(),
+        default_value=[],
+        help="Folders the runs panel searches for runs: each one, and the 'runs' folders "
+        "below it (down to max_depth levels), are listed. Relative paths are taken from the "
+        "server's root directory. Empty: the server's root directory. $NNX_RUNS_ROOT, when "
+        "set, is always added (the folder this server's kernels train into).",
+    ).tag(config=True)
+    max_depth = Int(
+        4, help="How many folder levels below a root the search for 'runs' folders goes."
+    ).tag(config=True)
+    max_dirs = Int(
+        5000, help="At most this many folders are visited by one search for runs folders."
+    ).tag(config=True)
+    max_runs = Int(
+        500,
+        help="At most this many runs are listed (the most recently changed); the listing "
+        "says when some were left out.",
+    ).tag(config=True)
+    page_bytes = Int(
+        1 << 20, help="At most this many bytes of a run's log are read per request."
+    ).tag(config=True)
+    max_record_bytes = Int(
+        256 << 10,
+        help="A run.yaml, metadata.yaml or plan.json larger than this is shown as damaged "
+        "and not read.",
+    ).tag(config=True)
+    listing_budget_bytes = Int(
+        32 << 20,
+        help="At most this many bytes of records are read for one listing; runs past it "
+        "are listed without their details.",
+    ).tag(config=True)
+    rescan_s = Float(
+        10.0,
+        help="Seconds a search for runs folders is reused before the folders are searched again.",
+    ).tag(config=True)
+
+    @validate(
+        "max_depth",
+        "max_dirs",
+        "max_runs",
+        "page_bytes",
+        "max_record_bytes",
+        "listing_budget_bytes",
+    )
+    def _positive(self, proposal):
+        value = proposal["value"]
+        least = 0 if proposal["trait"].name == "max_depth" else 1
+        if value < least:
+            raise TraitError(
+                f"NNxLab.{proposal['trait'].name}={value!r} is out of range: pass an integer "
+                f">= {least}"
+            )
+        return value
+
+    @validate("rescan_s")
+    def _non_negative(self, proposal):
+        value = proposal["value"]
+        if not value >= 0:
+            raise TraitError(f"NNxLab.rescan_s={value!r}: pass seconds >= 0")
+        return value
