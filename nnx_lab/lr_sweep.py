@@ -310,7 +310,8 @@ def lr_finder(
                     SweepFinished(
                         status=status,
                         suggested_lr=None if result is None else result.suggested_lr,
-                        rule=rule,
+                        # the rule that made the pick (another when the asked one found none)
+                        rule=rule if result is None else result.rule,
                         suggestions={} if result is None else dict(result.suggestions),
                         stopped_early=False if result is None else result.stopped_early,
                         reason=None if result is None else result.reason,

@@ -1,14 +1,14 @@
 // PlanBuilder's view: a form generated from the plan's fields (one input per field,
 // grouped in sections), each field's problem next to it, the run id the plan would get,
-// Fit / Branch / Fit branches / Reset, the kept branches, and the builder's
-// TrainingMonitor drawn below (a child widget). The plan lives in the kernel: the view
+// Fit (in the kernel, or launched as N processes) / Branch / Fit branches / Reset, the
+// kept branches, and the builder's TrainingMonitor drawn below (a child widget). The plan lives in the kernel: the view
 // sends each edit (debounced while typing) and shows what the kernel says back.
 import { h } from "../shared/dom.js";
 import { choiceKey, choiceLabel, fieldTitle, inputKind, isOff, placeholder, shortValue, valueText } from "./fields.js";
 
 export const TYPING_DEBOUNCE_MS = 350;
 
-const TRAITS = ["values", "drafts", "errors", "problems", "set_paths", "objects", "run_id", "run_state", "run_note", "run_exists", "branch_list", "busy"];
+const TRAITS = ["values", "drafts", "errors", "problems", "set_paths", "objects", "run_id", "run_state", "run_note", "run_exists", "branch_list", "busy", "processes", "processes_error"];
 
 export class PlanBuilderView {
   /**
@@ -71,6 +71,15 @@ export class PlanBuilderView {
       return b;
     };
     this.fitButton = button("Fit", "fit", () => this._action("fit"), "nnx-pb-button nnx-pb-primary");
+    this.processesInput = h("input", { type: "text", class: "nnx-pb-processes", "data-testid": "processes", inputmode: "numeric", spellcheck: "false", autocomplete: "off", "aria-label": "Processes" });
+    // sent when committed (Enter or leaving the box), not per keystroke: the kernel checks it
+    this.processesInput.addEventListener("change", () => this._send({ kind: "set_processes", text: this.processesInput.value }));
+    this.processesInput.addEventListener("keydown", (e) => {
+      if (e.key === "Enter") this.processesInput.blur();
+    });
+    const processes = h("label", { class: "nnx-pb-processes-box", title: "1: train in the kernel; N > 1: launch N processes (nnx_lab.launch)" }, [h("span", { class: "nnx-label", text: "processes" }), this.processesInput]);
+    this.processesError = h("div", { class: "nnx-pb-processes-error", "data-testid": "processes-error", role: "alert" });
+    this.processesError.hidden = true;
     this.branchName = h("input", { type: "text", class: "nnx-pb-branch-name", "data-testid": "branch-name", placeholder: "branch name", "aria-label": "Branch name", maxlength: "40" });
     this.branchButton = button("Branch", "branch", () => this._branch());
     this.branchName.addEventListener("keydown", (e) => {
@@ -81,6 +90,7 @@ export class PlanBuilderView {
     this.resetButton.title = "Back to the plan the builder started from (branches are kept)";
     const actions = h("div", { class: "nnx-pb-actions", role: "toolbar", "aria-label": "Plan actions" }, [
       this.fitButton,
+      processes,
       h("span", { class: "nnx-pb-sep" }),
       this.branchName,
       this.branchButton,
@@ -92,7 +102,7 @@ export class PlanBuilderView {
     this.error = h("pre", { class: "nnx-error", "data-testid": "plan-error", role: "alert" });
     this.error.hidden = true;
     this.monitorSlot = h("div", { class: "nnx-pb-monitor", "data-testid": "monitor-slot" });
-    this.root.append(header, this.problemBox, this.objectsBox, this.form, actions, this.branchBox, this.error, this.monitorSlot);
+    this.root.append(header, this.problemBox, this.objectsBox, this.form, actions, this.processesError, this.branchBox, this.error, this.monitorSlot);
     this.el.append(this.root);
   }
 
@@ -268,18 +278,32 @@ export class PlanBuilderView {
     const busy = this.model.get("busy") || "";
     const branches = this.model.get("branch_list") || [];
     const n = problems.length;
+    const nproc = Number(this.model.get("processes")) || 1;
     this.fitButton.disabled = Boolean(busy) || n > 0;
     this.fitButton.title = busy
       ? "A fit is running: Stop it in the monitor below"
       : n
         ? `Fix the ${n} problem${n === 1 ? "" : "s"} first`
-        : "Fit this plan (in the background; Stop in the monitor below)";
-    this.fitBranchesButton.disabled = Boolean(busy) || branches.length === 0;
+        : nproc > 1
+          ? `Launch this plan as ${nproc} processes (nnx_lab.launch; the monitor below follows the run, its Stop stops them)`
+          : "Fit this plan (in the background; Stop in the monitor below)";
+    this.fitButton.textContent = nproc > 1 ? `Fit × ${nproc}` : "Fit";
+    this.fitBranchesButton.disabled = Boolean(busy) || branches.length === 0 || nproc > 1;
     this.fitBranchesButton.title = busy
       ? "A fit is running: Stop it in the monitor below"
-      : branches.length
-        ? `Fit the ${branches.length} branches one after another, on top of each other`
-        : "Keep the plan as a branch first (Branch)";
+      : nproc > 1
+        ? "Branches race in the kernel: set processes to 1"
+        : branches.length
+          ? `Fit the ${branches.length} branches one after another, on top of each other`
+          : "Keep the plan as a branch first (Branch)";
+    // the box shows the kernel's value unless it is being typed in or was refused
+    const refused = this.model.get("processes_error") || "";
+    const active = typeof document !== "undefined" ? document.activeElement : null;
+    if (this.processesInput !== active && !refused) this.processesInput.value = String(nproc);
+    this.processesInput.disabled = Boolean(busy);
+    this.processesInput.setAttribute("aria-invalid", refused ? "true" : "false");
+    this.processesError.textContent = refused;
+    this.processesError.hidden = !refused;
     this.branchButton.title = "Keep the current plan as a named variant";
     this.root.dataset.busy = busy;
   }

@@ -5,6 +5,9 @@
 // (thinned when dense) and labelled markers; fixed domains (xDomain / yDomain: the
 // axes do not follow the data, e.g. probabilities on [0, 1]); dots (an operating
 // point); colours from JupyterLab's theme.
+// With `dragPick` a drag picks (the pick follows the mouse) instead of zooming; `yRange`
+// replaces the y range the data would give (e.g. to keep a diverging tail from
+// flattening the rest).
 import uPlot from "uplot";
 import "uplot/dist/uPlot.min.css";
 
@@ -25,6 +28,8 @@ import "uplot/dist/uPlot.min.css";
  *   sync?: string, onCursor?: (idx: number|null) => void,
  *   onPick?: (pick: {idx: number, x: number, values: (number|null)[]}) => void,
  *   onZoom?: (range: [number, number]|null) => void,
+ *   dragPick?: boolean,
+ *   yRange?: (min: number, max: number) => ([number, number]|null),
  *   onDraw?: (ranges: {x: number[], y: number[], logY: boolean, logX: boolean}) => void}} ChartOptions
  */
 
@@ -215,7 +220,7 @@ export class Chart {
       },
       axes: [{ ...axis(o.xLabel, o.xFormat), size: 34 }, { ...axis(o.yLabel, o.yFormat), size: 56 }],
       cursor: {
-        drag: { x: true, y: false, setScale: true },
+        drag: o.dragPick ? { x: false, y: false, setScale: false } : { x: true, y: false, setScale: true },
         points: { size: 6 },
         sync: o.sync ? { key: o.sync, setSeries: false, scales: ["x", null] } : undefined,
         bind: {
@@ -225,6 +230,7 @@ export class Chart {
               this._startPan(e);
               return null;
             }
+            if (o.dragPick && e.button === 0) this._startDragPick(e);
             return handler(e);
           },
         },
@@ -260,6 +266,8 @@ export class Chart {
   _yRange(min, max) {
     if (this.opts.yDomain) return [...this.opts.yDomain];
     const log = this.opts.logY;
+    const given = this.opts.yRange ? this.opts.yRange(min, max) : null;
+    if (given) return given;
     if (min == null || max == null || !Number.isFinite(min) || !Number.isFinite(max)) return log ? [0.1, 1] : [0, 1];
     if (log) return uPlot.rangeLog(min, max, 10, false);
     return uPlot.rangeNum(min, max, 0.1, true);
@@ -271,11 +279,39 @@ export class Chart {
       this._downAt = null;
       // a click, not the end of a drag (zoom) or a pan
       if (down && Math.hypot(e.clientX - down[0], e.clientY - down[1]) > 3) return;
+      if (this.opts.dragPick) return; // picked on mouseup (_startDragPick)
       const idx = u.cursor.idx;
       if (idx == null || !this.opts.onPick) return;
       this.opts.onPick({ idx, x: Number(u.data[0][idx]), values: u.data.slice(1).map((d) => d[idx] ?? null) });
     });
     u.over.addEventListener("dblclick", () => this.resetZoom());
+  }
+
+  /** The point under the mouse (nearest x), as onPick reports it; null when no data. */
+  _pickAt(clientX, dragging) {
+    const u = this.plot;
+    if (!u || !u.data[0].length || !this.opts.onPick) return;
+    const rect = u.over.getBoundingClientRect();
+    const idx = u.posToIdx(clientX - rect.left);
+    if (idx == null || idx < 0 || idx >= u.data[0].length) return;
+    this.opts.onPick({ idx, x: Number(u.data[0][idx]), values: u.data.slice(1).map((d) => d[idx] ?? null), dragging });
+  }
+
+  /** dragPick: the pick follows the mouse while the button is held; the last one is final. */
+  _startDragPick(e) {
+    const x0 = e.clientX;
+    let moved = false;
+    const move = (ev) => {
+      moved = moved || Math.abs(ev.clientX - x0) > 3;
+      if (moved) this._pickAt(ev.clientX, true);
+    };
+    const up = (ev) => {
+      document.removeEventListener("mousemove", move);
+      document.removeEventListener("mouseup", up);
+      this._pickAt(ev.clientX, false);
+    };
+    document.addEventListener("mousemove", move);
+    document.addEventListener("mouseup", up);
   }
 
   _startPan(e) {

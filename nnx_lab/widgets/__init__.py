@@ -1,6 +1,6 @@
 """nnx-lab's JupyterLab widgets (anywidget): the live TrainingMonitor, the PlanBuilder
-form, the DriftReport table, the CalibrationExplorer and AbstentionExplorer, and
-``open_in_panel`` (a run in the JupyterLab runs panel).
+form, the DriftReport table, the LRFinderWidget sweep, the CalibrationExplorer and
+AbstentionExplorer, and ``open_in_panel`` (a run in the JupyterLab runs panel).
 
 The front end is built from ``js/`` into ``nnx_lab/static/`` by ``npm run build``
 (``pip install -e .`` runs it). The wire protocol is in ``_protocol.py``. The
@@ -15,6 +15,7 @@ from typing import Any
 
 from ._bundle import BundleMissingError
 from ._drift import DriftReport
+from ._lr_finder import LRFinderWidget
 from ._monitor import TrainingMonitor
 from ._panel import open_in_panel
 from ._plan_builder import PlanBuilder
@@ -24,6 +25,7 @@ __all__ = [
     "BundleMissingError",
     "CalibrationExplorer",
     "DriftReport",
+    "LRFinderWidget",
     "PlanBuilder",
     "TrainingMonitor",
     "open_in_panel",

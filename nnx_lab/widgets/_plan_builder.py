@@ -10,7 +10,9 @@ to another widget's ``plan``).
 
 The builder fits nothing itself: Fit and Fit branches hand the plan (or the named
 variants) to its ``TrainingMonitor`` (``fit_plan``, ``race``), which trains in a
-background thread with a Stop button; the monitor is drawn inside the builder.
+background thread with a Stop button; the monitor is drawn inside the builder. With
+``processes`` N > 1, Fit hands the plan to ``nnx_lab.launch(plan, nproc_per_node=N)``
+instead, and the monitor drawn in the builder is the one that follows the launched run.
 """
 
 from __future__ import annotations
@@ -51,6 +53,34 @@ _SECTIONS = {
 }
 _RUN_ID_DELAY_S = 0.25  # a burst of edits computes the run id once
 _BRANCH_NAME = re.compile(r"^[\w .,:+=()-]{1,40}$")
+# A bound on the processes one Fit starts on this machine: a typo (200 for 2) would
+# otherwise start that many workers. Larger or multi-node runs: nnx_lab.launch directly.
+MAX_PROCESSES = 64
+
+
+def check_processes(value: Any) -> int:
+    """``value`` as a number of processes, or ``ValueError`` naming the fix."""
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            value = int(text)
+        except ValueError:
+            raise ValueError(
+                f"processes={text!r}: type a whole number, 1 (train in the kernel) or "
+                f"2 to {MAX_PROCESSES} (launch that many processes)"
+            ) from None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(
+            f"processes={value!r}: pass a whole number, 1 (train in the kernel) or "
+            f"2 to {MAX_PROCESSES} (launch that many processes)"
+        )
+    if not 1 <= value <= MAX_PROCESSES:
+        raise ValueError(
+            f"processes={value}: pass 1 (train in the kernel) or 2 to {MAX_PROCESSES} "
+            "(launch that many processes); for more, or several machines, call "
+            "nnx_lab.launch(plan, nproc_per_node=..., nnodes=...)"
+        )
+    return value
 
 
 def _label(f: PlanField) -> str:
@@ -165,9 +195,13 @@ class PlanBuilder(NNxWidget):
     branch_list = t.List(
         t.Dict(), help="The named variants: name, changes from the start, problems, current."
     ).tag(sync=True)
-    busy = t.Unicode("", help="'fit' or 'race' while one of this builder's runs trains.").tag(
-        sync=True
-    )
+    busy = t.Unicode(
+        "", help="'fit', 'race' or 'launch' while one of this builder's runs trains."
+    ).tag(sync=True)
+    processes = t.Int(
+        1, help="Processes Fit trains with: 1 in the kernel, N > 1 nnx_lab.launch(plan, N)."
+    ).tag(sync=True)
+    processes_error = t.Unicode("", help="Why the last processes typed was refused.").tag(sync=True)
     monitor = WidgetTrait().tag(sync=True)
 
     def __init__(self, plan: ExperimentPlan | None = None, *, run_id: bool = True) -> None:
@@ -189,6 +223,7 @@ class PlanBuilder(NNxWidget):
         self._id_plan: ExperimentPlan | None = None  # the plan run_id belongs to
         self._editing: str | None = None
         self._closed = False
+        self.launched: Any = None  # the LaunchHandle of the last Fit with processes > 1
         self._ready = False
         super().__init__(
             fields=[field_json(f) for f in all_fields],
@@ -406,22 +441,92 @@ class PlanBuilder(NNxWidget):
 
     # ------------------------------------------------------------------ fit
 
+    @t.validate("processes")
+    def _valid_processes(self, proposal: dict[str, Any]) -> int:
+        try:
+            return check_processes(proposal["value"])
+        except ValueError as exc:
+            raise t.TraitError(str(exc)) from None
+
+    @t.observe("processes")
+    def _processes_changed(self, change: dict[str, Any]) -> None:
+        self.processes_error = ""
+
+    def _on_set_processes(self, content: dict[str, Any], buffers: list[Any]) -> None:
+        """The processes box: ``{text}``. A refused text is shown beside the box, and the
+        box gets the kept value back."""
+        try:
+            value = check_processes(str(content.get("text", "")))
+        except ValueError as exc:
+            self.processes_error = str(exc)
+            self.send_state("processes")
+            return
+        self.processes = value
+        self.processes_error = ""
+
     def _ensure_monitor(self) -> TrainingMonitor:
-        if self.monitor is None:
+        """The monitor a fit in the kernel trains in: a new one after a launch (that
+        one follows a log and cannot train)."""
+        if self.monitor is None or self.launched is not None:
+            self.launched = None
             self.monitor = TrainingMonitor()
         return self.monitor
 
     def fit(self, **fit_kwargs: Any) -> TrainingMonitor:
         """Fit the current plan in the builder's monitor (a background thread, with
         Stop); returns the monitor (``wait()`` gives the ``FitResult``). A plan with
-        problems, or whose run exists already, is refused before anything starts."""
+        problems, or whose run exists already, is refused before anything starts.
+
+        With ``processes`` N > 1 the plan is launched instead
+        (``nnx_lab.launch(plan, nproc_per_node=N)``): ``builder.launched`` is the
+        ``LaunchHandle``, ``builder.monitor`` the monitor following the run (its Stop
+        stops every process) and ``wait()`` gives the ``NNRun``. ``fit_kwargs`` apply
+        to a fit in the kernel only.
+        """
+        self._refuse_while_launched()
         plan = self.plan
         plan.validate().raise_for_errors()
         self._refuse_existing(plan, fit_kwargs)
+        if self.processes > 1:
+            return self._launch(plan, fit_kwargs)
         monitor = self._ensure_monitor()
         monitor.fit_plan(plan, **fit_kwargs)
         self._watch(monitor, "fit")
         return monitor
+
+    def _refuse_while_launched(self) -> None:
+        """One run of this builder at a time: a launched one ends first (a fit in the
+        kernel is refused by its monitor)."""
+        handle = self.launched
+        if handle is not None and handle.returncode is None:
+            raise RuntimeError(
+                f"the launched run {handle.run_id[:12]} is still running: stop it in the "
+                "monitor (or builder.launched.stop()), or wait for it (builder.wait())"
+            )
+
+    def _launch(self, plan: ExperimentPlan, fit_kwargs: Mapping[str, Any]) -> TrainingMonitor:
+        n = self.processes
+        monitor = self.monitor
+        job = getattr(monitor, "_job", None)
+        if job is not None and job.is_alive():
+            raise RuntimeError(
+                "a fit of this builder is training in the kernel: stop it in the monitor, "
+                "or wait for it (builder.wait())"
+            )
+        if fit_kwargs:
+            raise ValueError(
+                f"fit({', '.join(sorted(fit_kwargs))}=...) with processes={n}: fit options "
+                "apply to a fit in the kernel; put them in the plan, or set processes to 1"
+            )
+        from ..distributed import launch  # torch and torchrun only when asked for
+
+        # launch() refuses (plan, factories another process cannot import, a batch that
+        # does not split, an existing run) before it starts anything
+        handle = launch(plan, nproc_per_node=n)
+        self.launched = handle
+        self.monitor = handle.monitor  # the view draws the new monitor in the builder
+        self._watch(handle, "launch")
+        return handle.monitor
 
     def fit_branches(self, names: Iterable[str] | None = None, **fit_kwargs: Any) -> Any:
         """Fit the named variants one after another into the builder's monitor, each in
@@ -437,6 +542,13 @@ class PlanBuilder(NNxWidget):
             if missing:
                 raise KeyError(f"no branch named {missing}; branches: {list(self._branches)}")
             plans = {n: self._branches[n] for n in chosen}
+        if self.processes > 1:
+            raise ValueError(
+                f"Fit branches with processes={self.processes}: branches race in the "
+                "kernel, one after another; set processes to 1, or load a branch and Fit "
+                "it with several processes"
+            )
+        self._refuse_while_launched()
         monitor = self._ensure_monitor()
         monitor.race(plans, **fit_kwargs)
         self._watch(monitor, "race")
@@ -451,14 +563,15 @@ class PlanBuilder(NNxWidget):
                 "it again"
             )
 
-    def _watch(self, monitor: TrainingMonitor, kind: str) -> None:
-        """While the monitor trains: busy; afterwards the run id (which now exists)."""
+    def _watch(self, running: Any, kind: str) -> None:
+        """While the monitor (or the launched processes) train: busy; afterwards the run
+        id (which now exists)."""
         self.busy = kind
         self._set_run_id(self.plan, "", "deferred", "computed when the fit ends")
 
         def wait() -> None:
             try:
-                monitor.wait()
+                running.wait()
             except BaseException:  # the monitor shows it
                 log.debug("the builder's fit ended with an error", exc_info=True)
             finally:
@@ -469,7 +582,10 @@ class PlanBuilder(NNxWidget):
         threading.Thread(target=wait, name="nnx-plan-builder-wait", daemon=True).start()
 
     def wait(self, timeout: float | None = None) -> Any:
-        """Wait for the builder's fit or race: its ``FitResult`` or ``{name: FitResult}``."""
+        """Wait for the builder's fit or race: its ``FitResult`` or ``{name: FitResult}``;
+        for a launched fit (``processes`` > 1) the ``NNRun``."""
+        if self.launched is not None:
+            return self.launched.wait(timeout)
         if self.monitor is None:
             return None
         return self.monitor.wait(timeout)
@@ -520,6 +636,8 @@ class PlanBuilder(NNxWidget):
             )
         if self._branches:
             parts.append(f"branches: {', '.join(self._branches)}")
+        if self.processes > 1:
+            parts.append(f"Fit launches {self.processes} processes")
         return "; ".join(parts)
 
     def __repr__(self) -> str:

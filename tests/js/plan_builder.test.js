@@ -73,6 +73,8 @@ function builderModel(extra = {}) {
     run_exists: "",
     branch_list: [],
     busy: "",
+    processes: 1,
+    processes_error: "",
     monitor: null,
     error: "",
     ...extra,
@@ -237,6 +239,62 @@ describe("the buttons", () => {
     model.set("error", "FileExistsError: run abab exists already");
     expect(q("plan-error").hidden).toBe(false);
     expect(q("plan-error").textContent).toBe("FileExistsError: run abab exists already");
+  });
+});
+
+describe("the processes setting", () => {
+  it("sends a committed number of processes, and Fit then says it launches them", () => {
+    const model = builderModel({ branch_list: [{ name: "fast", changes: [], problems: 0, current: false }] });
+    view = new PlanBuilderView(model, el);
+    const box = q("processes");
+    expect(box.value).toBe("1");
+    expect(q("fit").textContent).toBe("Fit");
+    expect(q("fit-branches").disabled).toBe(false);
+    box.value = "2";
+    box.dispatchEvent(new Event("input"));
+    expect(model.sent).toEqual([]); // not per keystroke
+    box.dispatchEvent(new Event("change"));
+    expect(model.sent.map((m) => m.content)).toEqual([{ kind: "set_processes", text: "2" }]);
+    // the kernel accepts it
+    model.set("processes", 2);
+    expect(box.value).toBe("2");
+    expect(q("fit").textContent).toBe("Fit × 2");
+    expect(q("fit").title).toMatch(/Launch this plan as 2 processes/);
+    expect(q("fit-branches").disabled).toBe(true);
+    expect(q("fit-branches").title).toMatch(/set processes to 1/);
+    q("fit").click();
+    expect(model.sent.at(-1).content.kind).toBe("fit");
+  });
+
+  it("shows a refusal beside the box, keeps the text, and takes the kernel's value once fixed", () => {
+    const model = builderModel();
+    view = new PlanBuilderView(model, el);
+    const box = q("processes");
+    expect(q("processes-error").hidden).toBe(true);
+    box.value = "0";
+    box.dispatchEvent(new Event("change"));
+    expect(model.sent.at(-1).content).toEqual({ kind: "set_processes", text: "0" });
+    const message = "processes=0: pass 1 (train in the kernel) or 2 to 64";
+    model.set("processes_error", message);
+    expect(q("processes-error").hidden).toBe(false);
+    expect(q("processes-error").textContent).toBe(message);
+    expect(box.getAttribute("aria-invalid")).toBe("true");
+    expect(box.value).toBe("0"); // the refused text stays to be fixed
+    expect(q("fit").textContent).toBe("Fit"); // the kernel kept 1
+    model.set("processes", 3);
+    model.set("processes_error", "");
+    expect(q("processes-error").hidden).toBe(true);
+    expect(box.value).toBe("3");
+    expect(box.getAttribute("aria-invalid")).toBe("false");
+  });
+
+  it("is off while a run of the builder trains", () => {
+    const model = builderModel();
+    view = new PlanBuilderView(model, el);
+    model.set("busy", "launch");
+    expect(q("processes").disabled).toBe(true);
+    model.set("busy", "");
+    expect(q("processes").disabled).toBe(false);
   });
 });
 

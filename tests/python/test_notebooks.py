@@ -138,6 +138,13 @@ def test_notebook_runs_headless(path: Path, tmp_path: Path, monkeypatch: pytest.
         assert winner, text
         losses = {name: float(loss) for name, loss, _ in raced}
         assert losses[winner.group(1)] == min(losses.values())
+    if path.name == "lr_finder.ipynb":
+        # the suggestion was picked, handed to the builder, and trained better than 0.001
+        picked = re.search(r"^picked lr ([\d.e-]+)$", text, re.M)
+        assert picked, text
+        assert f"the builder's learning rate is now {picked.group(1)}" in text, text
+        losses = dict(re.findall(r"^\s*(picked|default 0\.001): val loss ([\d.]+)", text, re.M))
+        assert float(losses["picked"]) < float(losses["default 0.001"]), text
     if path.name == "calibration_and_abstention.ipynb":
         _check_calibration_notebook(text, workdir)
     if path.name in STOP_CELLS:

@@ -92,6 +92,7 @@ def test_the_widget_names_are_pinned():
         "BundleMissingError",
         "CalibrationExplorer",
         "DriftReport",
+        "LRFinderWidget",
         "PlanBuilder",
         "TrainingMonitor",
         "open_in_panel",

@@ -23,7 +23,7 @@ ENTRIES = sorted(p.parent.name for p in JS.glob("*/index.js") if p.parent.name !
 
 
 def test_every_widget_has_an_entry_and_a_budget():
-    assert ENTRIES == ["abstention", "calibration", "drift", "monitor", "plan_builder"]
+    assert ENTRIES == ["abstention", "calibration", "drift", "lr_finder", "monitor", "plan_builder"]
     assert set(ENTRIES) == set(BUDGETS) - {"_comment"}
 
 
@@ -110,6 +110,7 @@ def test_the_widget_syncs_every_trait_the_view_reads():
     [
         ("plan_builder", lambda: _widgets().PlanBuilder()),
         ("drift", lambda: _widgets().DriftReport(_plans().ExperimentPlan())),
+        ("lr_finder", lambda: _lr_widget()),
     ],
 )
 def test_each_widget_syncs_every_trait_its_view_reads(entry, make):
@@ -138,6 +139,13 @@ def _widgets():
     return nnx_lab.widgets
 
 
+def _lr_widget():
+    import engine_factories as f
+
+    loader, _ = f.loaders()
+    return _widgets().LRFinderWidget(f.model(), loader, autostart=False)
+
+
 def _plans():
     import nnx_lab.plans
 
@@ -148,7 +156,7 @@ def test_importing_the_widgets_loads_no_torch():
     code = (
         "import sys\n"
         "import nnx_lab.widgets\n"
-        "from nnx_lab.widgets import DriftReport, PlanBuilder, TrainingMonitor\n"
+        "from nnx_lab.widgets import DriftReport, LRFinderWidget, PlanBuilder, TrainingMonitor\n"
         "loaded = sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.'))\n"
         "assert not loaded, loaded\n"
     )

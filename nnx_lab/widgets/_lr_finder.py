@@ -1,0 +1,623 @@
+"""LRFinderWidget: the LR sweep drawn live, a learning rate picked on its curve and
+handed to a plan (and to a linked PlanBuilder).
+
+The widget runs ``plan.lr_finder`` / ``model.lr_finder`` (``nnx_lab.lr_sweep``) in a
+background thread and is one more sink of the sweep's events: the points go into a
+bounded series sent to the views through the shared transport (throttled updates, a
+chunked snapshot on each ``hello``), so a reloaded page gets the whole curve back. The
+sweep itself guarantees that a stopped or failed sweep leaves the model as it was.
+
+``chosen_lr`` is a traitlet synced both ways: a click on the curve sets it from the
+view, Python sets it with ``widget.chosen_lr = ...``. Every value is checked here (a
+positive learning rate inside the swept range); a value from the view that is refused
+is shown in ``input_error`` and the view gets the last valid value back.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import traitlets as t
+
+from ..plans import ExperimentPlan, PlanError, Problems
+from ._base import NNxWidget
+from ._jobs import BackgroundJob, format_exception
+from ._plan_builder import PlanBuilder
+from ._protocol import STATUSES
+from ._series import BucketSeries, ColumnSpec, Reduce
+from ._transport import SeriesTransport
+
+__all__ = ["LR_PATH", "LRFinderWidget"]
+
+log = logging.getLogger("nnx_lab.widgets")
+
+LR_PATH = "train.optim.max_lr"  # the plan field "Use this LR" sets
+SERIES = "sweep"
+_SNAP = 1e-5  # a value this close (relatively) to a swept rate is that rate (float32 wire)
+_NOT_FORWARDED = ("net", "train_loader", "loss_fn", "control")
+
+
+def sweep_series(capacity: int) -> BucketSeries:
+    """The sweep's points: ``step``, ``lr`` (x), ``loss`` and ``smoothed`` (with their
+    ``:min`` / ``:max`` once decimated), ``n`` points per row, ``bad`` non-finite losses."""
+    return BucketSeries(
+        [
+            ColumnSpec("step", "int32", Reduce.LAST),
+            ColumnSpec("lr", "float32", Reduce.LAST),
+            ColumnSpec("loss", "float32", Reduce.MEAN),
+            ColumnSpec("smoothed", "float32", Reduce.MEAN),
+            ColumnSpec("n", "int32", Reduce.SUM),
+            ColumnSpec("bad", "int32", Reduce.SUM),
+        ],
+        capacity=capacity,
+        weight="n",
+        bad="bad",
+    )
+
+
+def _never_breaks_the_sweep(hook: Callable[..., None]) -> Callable[..., None]:
+    """A display problem must not fail the sweep: it is shown under the widget."""
+
+    @functools.wraps(hook)
+    def guarded(self: LRFinderWidget, *args: Any) -> None:
+        try:
+            hook(self, *args)
+        except Exception as exc:
+            log.exception("LRFinderWidget.%s failed; the sweep goes on", hook.__name__)
+            try:
+                self.show_error(exc)
+            except Exception:  # the comm itself is broken: the log has it
+                log.debug("could not show the error under the widget", exc_info=True)
+
+    return guarded
+
+
+def _lr_text(value: float | None) -> str:
+    return "none" if value is None else f"{value:.3g}"
+
+
+class LRFinderWidget(NNxWidget):
+    """An LR sweep drawn live; pick a learning rate on the curve and use it.
+
+    ``LRFinderWidget(plan)`` sweeps the model an ``ExperimentPlan`` would fit
+    (``plan.lr_finder``); ``LRFinderWidget(model, train_loader)`` an ``NNModel``
+    (``model.lr_finder``); ``LRFinderWidget(builder)`` the current plan of a
+    ``PlanBuilder``, which it is then linked to. Other keyword arguments go to the sweep
+    (``start_lr``, ``end_lr``, ``num_iter``, ``mode``, ``rule``, ``callbacks``, ...; see
+    ``nnx_lab.lr_finder``) and are checked here, before anything starts.
+
+    The sweep starts at once in a background thread (``autostart=False``: call
+    ``start()``); Stop (or ``stop()``) ends it after the current step, and the model is
+    as it was. ``wait()`` returns the ``LRFinderResult``.
+
+    ``chosen_lr`` is the picked learning rate (the suggestion once the sweep ends, until
+    something else is picked). ``use_lr()`` ("Use this LR") returns the plan with that
+    rate as its ``max_lr`` and keeps it in ``widget.plan``; with a linked builder
+    (``link(builder)``) it sets the builder's learning-rate field as typing would.
+    """
+
+    _bundle_name = "lr_finder"
+
+    status = t.Enum(STATUSES, default_value="created", help="Sweep lifecycle.").tag(sync=True)
+    source = t.Unicode("", help="What is swept: 'plan', 'model' or 'builder'.").tag(sync=True)
+    num_iter = t.Int(0, help="Steps the sweep is asked for.").tag(sync=True)
+    start_lr = t.Float(0.0, help="First learning rate of the sweep.").tag(sync=True)
+    end_lr = t.Float(0.0, help="Last learning rate of the sweep.").tag(sync=True)
+    mode = t.Unicode("exp", help="'exp' or 'linear' schedule.").tag(sync=True)
+    points = t.Int(0, help="Points the sweep has reported.").tag(sync=True)
+    suggested_lr = t.Float(None, allow_none=True, help="The suggestion.").tag(sync=True)
+    rule = t.Unicode("", help="The rule that made the suggestion.").tag(sync=True)
+    suggestions = t.Dict(help="Every rule's pick ({rule: lr or None}).").tag(sync=True)
+    stopped_early = t.Bool(False).tag(sync=True)
+    reason = t.Unicode("", help="Why the sweep ended before num_iter.").tag(sync=True)
+    chosen_lr = t.Float(
+        None, allow_none=True, help="The picked learning rate (synced both ways)."
+    ).tag(sync=True)
+    input_error = t.Unicode("", help="Why the view's last input was refused.").tag(sync=True)
+    can_stop = t.Bool(False, help="A sweep runs that Stop can end.").tag(sync=True)
+    can_use = t.Bool(False, help="A rate is chosen and there is a plan to give it to.").tag(
+        sync=True
+    )
+    linked = t.Bool(False, help="A PlanBuilder is linked.").tag(sync=True)
+    plan_lr = t.Float(
+        None, allow_none=True, help="The learning rate of the plan Use would change."
+    ).tag(sync=True)
+    applied_lr = t.Float(None, allow_none=True, help="The rate Use last applied.").tag(sync=True)
+    applied_note = t.Unicode("", help="What Use last changed.").tag(sync=True)
+    plan = t.Instance(
+        ExperimentPlan, allow_none=True, help="The plan with the used rate (or the source plan)."
+    )
+
+    def __init__(
+        self,
+        source: Any,
+        train_loader: Any = None,
+        *,
+        autostart: bool = True,
+        update_interval: float = 0.1,
+        max_points: int = 4096,
+        **sweep_kwargs: Any,
+    ) -> None:
+        kind, plan, builder, model = self._classify(source, train_loader)
+        kwargs = self._check_kwargs(sweep_kwargs)
+        if kind in ("plan", "builder"):
+            self._check_plan(plan)
+        if not 0.01 <= update_interval <= 10:
+            raise ValueError(
+                f"update_interval={update_interval!r} is out of range: pass seconds between "
+                "0.01 and 10"
+            )
+        if isinstance(max_points, bool) or not isinstance(max_points, int) or max_points < 16:
+            raise ValueError(f"max_points={max_points!r}: pass an even integer >= 16")
+        self._ready = False
+        self._kind = kind
+        self._model, self._loader = model, train_loader
+        self._source_plan = plan if kind == "plan" else None
+        self._kwargs = kwargs
+        self._user_callbacks = list(kwargs.pop("callbacks", ()) or ())
+        self._builder: PlanBuilder | None = None
+        self._lock = threading.RLock()
+        self._series = sweep_series(max_points + max_points % 2)
+        self._lrs: list[float] = []  # the swept rates, full precision (the wire is float32)
+        self._job: BackgroundJob | None = None
+        self._control: Any = None
+        self._started_at: float | None = None
+        defaults = self._defaults()
+        super().__init__(
+            source=kind,
+            plan=plan,
+            start_lr=float(kwargs.get("start_lr", defaults["start_lr"])),
+            end_lr=float(kwargs.get("end_lr", defaults["end_lr"])),
+            num_iter=int(kwargs.get("num_iter", defaults["num_iter"])),
+            mode=str(kwargs.get("mode", defaults["mode"])),
+        )
+        self._transport = SeriesTransport(
+            self.send,
+            {SERIES: self._series},
+            self._lock,
+            interval=float(update_interval),
+            on_flush=self._on_flush,
+        )
+        self._ready = True
+        if builder is not None:
+            self.link(builder)
+        self._refresh_use()
+        if autostart:
+            self.start()
+
+    # ------------------------------------------------------------------ input
+
+    @staticmethod
+    def _classify(source: Any, train_loader: Any) -> tuple[str, Any, Any, Any]:
+        if isinstance(source, PlanBuilder):
+            kind, plan, builder, model = "builder", source.plan, source, None
+        elif isinstance(source, ExperimentPlan):
+            kind, plan, builder, model = "plan", source, None, None
+        else:
+            from ..engine.model import NNModel  # torch: only when a model is passed
+
+            if not isinstance(source, NNModel):
+                raise TypeError(
+                    f"LRFinderWidget({type(source).__name__}): pass an ExperimentPlan, a "
+                    "PlanBuilder, or an NNModel with its training loader "
+                    "(LRFinderWidget(model, train_loader))"
+                )
+            kind, plan, builder, model = "model", None, None, source
+        if kind == "model" and train_loader is None:
+            raise TypeError(
+                "LRFinderWidget(model, train_loader): a model is swept on batches of a "
+                "training loader; pass it as the second argument"
+            )
+        if kind != "model" and train_loader is not None:
+            raise TypeError(
+                f"LRFinderWidget({kind}, train_loader): a {kind} brings its own data; pass "
+                "no loader (or sweep a model: LRFinderWidget(model, train_loader))"
+            )
+        return kind, plan, builder, model
+
+    @staticmethod
+    def _defaults() -> dict[str, Any]:
+        from ..lr_sweep import lr_finder
+
+        return {
+            name: p.default
+            for name, p in inspect.signature(lr_finder).parameters.items()
+            if p.default is not inspect.Parameter.empty
+        }
+
+    def _check_kwargs(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+        """The sweep's arguments, refused here with the fix rather than in the thread."""
+        from ..lr_sweep import _check
+
+        defaults = self._defaults()
+        if "control" in kwargs:
+            raise TypeError(
+                "LRFinderWidget(control=...): the widget owns the sweep's control; stop it "
+                "with its Stop button or widget.stop()"
+            )
+        allowed = sorted(set(defaults) - set(_NOT_FORWARDED))
+        unknown = sorted(set(kwargs) - set(allowed))
+        if unknown:
+            raise TypeError(
+                f"LRFinderWidget got unknown sweep argument(s) {unknown}; the sweep takes "
+                f"{allowed}, the widget autostart, update_interval and max_points"
+            )
+        m = {**defaults, **kwargs}
+        _check(m["start_lr"], m["end_lr"], m["num_iter"], m["mode"], m["rule"])
+        return dict(kwargs)
+
+    @staticmethod
+    def _check_plan(plan: ExperimentPlan) -> None:
+        # what plan.lr_finder refuses (a sweep needs no callbacks), refused before the thread
+        problems = [p for p in plan.validate() if not p.field.startswith("callbacks")]
+        Problems(problems).raise_for_errors()
+
+    # ------------------------------------------------------------------ chosen_lr
+
+    @t.validate("chosen_lr")
+    def _valid_lr(self, proposal: dict[str, Any]) -> float | None:
+        value = proposal["value"]
+        if value is None:
+            return None
+        # the swept range, and below it a rule's pick (min / 10 can be under start_lr)
+        picks = [v for v in self.suggestions.values() if isinstance(v, int | float) and v > 0]
+        lo, hi = min([self.start_lr, *picks]), self.end_lr
+        if not math.isfinite(value) or value <= 0:
+            raise t.TraitError(
+                f"chosen_lr={value!r}: pass a learning rate > 0 (the sweep covers "
+                f"{lo:.3g} to {hi:.3g}); click the curve or type one"
+            )
+        with self._lock:
+            lrs = list(self._lrs)
+        if lrs:  # the view sends float32 rates: the swept one it stands for
+            nearest = min(lrs, key=lambda lr: abs(lr - value))
+            if abs(nearest - value) <= _SNAP * nearest:
+                value = nearest
+        if not lo * (1 - _SNAP) <= value <= hi * (1 + _SNAP):
+            raise t.TraitError(
+                f"chosen_lr={value!r} is out of the swept range {lo:.3g} to {hi:.3g}: pick a "
+                "rate on the curve, or sweep a wider range (start_lr=, end_lr=)"
+            )
+        return float(value)
+
+    @t.observe("chosen_lr")
+    def _on_chosen(self, change: dict[str, Any]) -> None:
+        if self._ready:
+            self._refresh_use()
+
+    def set_state(self, sync_data: dict[str, Any]) -> None:
+        """State from the view: a refused ``chosen_lr`` is shown (``input_error``) and the
+        view gets the last valid value back; the kernel keeps it. Other refusals go
+        through NNxWidget.set_state (shown under the widget)."""
+        if "chosen_lr" not in sync_data:
+            super().set_state(sync_data)
+            return
+        try:
+            # skip NNxWidget's catch-all: a refused pick is an input message beside the
+            # chart, not an error under the widget
+            super(NNxWidget, self).set_state(sync_data)
+        except t.TraitError as exc:
+            self.input_error = str(exc)
+            self.send_state("chosen_lr")  # the view shows the kept value again
+            return
+        if "chosen_lr" in sync_data:
+            self.input_error = ""
+
+    def choose(self, lr: float | None) -> float | None:
+        """Pick a learning rate (as a click on the curve does); refused values raise
+        ``traitlets.TraitError`` and change nothing. Returns the kept value."""
+        self.chosen_lr = lr
+        return self.chosen_lr
+
+    def _on_choose(self, content: dict[str, Any], buffers: list[Any]) -> None:
+        """A rate typed into the view: ``{text}``."""
+        text = str(content.get("text", "")).strip()
+        try:
+            value = float(text) if text else None
+        except ValueError:
+            self.input_error = f"chosen_lr={text!r}: type a learning rate as a number, e.g. 3e-3"
+            self.send_state("chosen_lr")
+            return
+        try:
+            self.chosen_lr = value
+        except t.TraitError as exc:
+            self.input_error = str(exc)
+            self.send_state("chosen_lr")
+            return
+        self.input_error = ""
+
+    # ------------------------------------------------------------------ the plan
+
+    def link(self, builder: PlanBuilder) -> LRFinderWidget:
+        """Give "Use this LR" a PlanBuilder to set the learning-rate field of; returns
+        the widget. Linking another builder drops the first."""
+        if not isinstance(builder, PlanBuilder):
+            raise TypeError(f"link({type(builder).__name__}): pass a PlanBuilder (nnx_lab.widgets)")
+        with self._lock:
+            if self._builder is not None:
+                self._builder.unobserve(self._on_builder_plan, "plan")
+            self._builder = builder
+            builder.observe(self._on_builder_plan, "plan")
+            self.linked = True
+        self._refresh_use()
+        return self
+
+    def unlink(self) -> None:
+        with self._lock:
+            if self._builder is not None:
+                self._builder.unobserve(self._on_builder_plan, "plan")
+            self._builder = None
+            self.linked = False
+        self._refresh_use()
+
+    @property
+    def builder(self) -> PlanBuilder | None:
+        """The linked PlanBuilder, or None."""
+        return self._builder
+
+    def _on_builder_plan(self, change: dict[str, Any]) -> None:
+        self._refresh_use()
+
+    def _target(self) -> ExperimentPlan | None:
+        """The plan "Use this LR" changes."""
+        if self._builder is not None:
+            return self._builder.plan
+        return self.plan
+
+    def _refresh_use(self) -> None:
+        target = self._target()
+        with self.hold_sync():
+            self.plan_lr = None if target is None else float(target.value(LR_PATH))
+            self.can_use = target is not None and self.chosen_lr is not None
+
+    def use_lr(self, lr: float | None = None) -> ExperimentPlan:
+        """ "Use this LR": the plan with ``lr`` (default: ``chosen_lr``) as its
+        ``max_lr``, kept in ``widget.plan`` and returned. With a linked PlanBuilder, its
+        learning-rate field is set (``builder.set_value``) and its new plan returned."""
+        if lr is not None:
+            self.chosen_lr = lr
+        lr = self.chosen_lr
+        if lr is None:
+            raise ValueError(
+                "no learning rate chosen yet: click the curve, type one, or wait for the "
+                "sweep's suggestion"
+            )
+        builder = self._builder
+        if builder is not None:
+            problems = builder.set_value(LR_PATH, lr)
+            if problems:
+                raise PlanError(problems)
+            plan = self.plan.with_lr(lr) if self._kind == "plan" else builder.plan
+            note = f"{LR_PATH} = {lr:.4g} in the PlanBuilder"
+        elif self.plan is not None:
+            plan = self.plan.with_lr(lr)
+            note = f"{LR_PATH} = {lr:.4g} in widget.plan"
+        else:
+            raise RuntimeError(
+                "no plan to give the learning rate to: this widget sweeps a model; link a "
+                "PlanBuilder (widget.link(builder)) or read widget.chosen_lr"
+            )
+        with self.hold_sync():
+            self.plan = plan
+            self.applied_lr = lr
+            self.applied_note = note
+        self._refresh_use()
+        return plan
+
+    # ------------------------------------------------------------------ the sweep
+
+    def start(self) -> LRFinderWidget:
+        """Start (or run again) the sweep in a background thread; returns the widget.
+        A builder's current plan is swept as it is now."""
+        from ..engine.events import TrainingControl
+
+        with self._lock:
+            if self._job is not None and self._job.is_alive():
+                raise RuntimeError(
+                    "a sweep is running: stop() it or wait() for it before starting another"
+                )
+            if self._kind == "builder":
+                assert self._builder is not None
+                plan = self._builder.plan
+                self._check_plan(plan)
+                self.plan = plan
+            self._control = TrainingControl()
+            self._lrs = []
+            self._series.clear()
+            with self.hold_sync():
+                self.error = ""
+                self.status = "running"
+                self.points = 0
+                self.suggested_lr = None
+                self.rule = ""
+                self.suggestions = {}
+                self.stopped_early = False
+                self.reason = ""
+                self.can_stop = True
+            self._transport.flush()
+            self._started_at = time.monotonic()
+            self._job = BackgroundJob(
+                self._sweep_target(self._control), name="nnx-lr-finder", on_error=self._on_error
+            )
+            self._job.start()
+        return self
+
+    def _sweep_target(self, control: Any) -> Callable[[], Any]:
+        kwargs = {**self._kwargs, "callbacks": [self, *self._user_callbacks], "control": control}
+        if self._kind == "model":
+            model, loader = self._model, self._loader
+            return lambda: model.lr_finder(loader, **kwargs)
+        plan = self._source_plan if self._kind == "plan" else self.plan
+        assert plan is not None
+        return lambda: plan.lr_finder(**kwargs)
+
+    def stop(self, reason: str = "stopped from the LR finder") -> None:
+        """End the sweep after its current step; the model is restored as always."""
+        with self._lock:
+            if self._control is None or self._job is None or not self._job.is_alive():
+                return
+            self._control.request_stop(reason)
+            if self.status == "running":
+                self.status = "stopping"
+            self.can_stop = False
+
+    def wait(self, timeout: float | None = None) -> Any:
+        """Wait for the sweep; its ``LRFinderResult``, or its exception re-raised."""
+        job = self._job
+        if job is None:
+            return None
+        if not job.join(timeout):
+            raise TimeoutError(f"the sweep still runs after {timeout}s; wait() again or stop()")
+        if job.exception is not None:
+            raise job.exception
+        return job.result
+
+    @property
+    def result(self) -> Any:
+        """The last sweep's ``LRFinderResult`` once it has ended (else None)."""
+        job = self._job
+        if job is None or job.is_alive():
+            return None
+        return job.result
+
+    def _on_error(self, exc: BaseException) -> None:
+        with self._lock:
+            with self.hold_sync():
+                self.error = format_exception(exc)
+                self.status = "failed"
+                self.can_stop = False
+            self._transport.flush()
+
+    # ------------------------------------------------------------------ sink hooks
+
+    def on_attach(self, control: Any) -> None:
+        pass  # the widget made the control it passed to the sweep
+
+    @_never_breaks_the_sweep
+    def on_sweep_started(self, event: Any) -> None:
+        with self._lock:
+            self._lrs = []
+            self._series.clear()
+            with self.hold_sync():
+                self.num_iter = int(event.num_iter)
+                self.start_lr = float(event.start_lr)
+                self.end_lr = float(event.end_lr)
+                self.mode = str(event.mode)
+                if self.status not in ("stopping",):
+                    self.status = "running"
+            self._transport.flush()  # the views drop an earlier curve at once
+
+    @_never_breaks_the_sweep
+    def on_sweep_points(self, event: Any) -> None:
+        points = event.points
+        if not points:
+            return
+        with self._lock:
+            self._lrs.extend(float(p[1]) for p in points)
+            self._series.extend(
+                {
+                    "step": [int(p[0]) + 1 for p in points],
+                    "lr": [p[1] for p in points],
+                    "loss": [p[2] for p in points],
+                    "smoothed": [p[3] for p in points],
+                }
+            )
+        self._transport.request_flush()
+
+    @_never_breaks_the_sweep
+    def on_sweep_finished(self, event: Any) -> None:
+        with self._lock:
+            self._transport.flush()  # the last points before the final status
+            with self.hold_sync():
+                self.status = event.status if event.status in STATUSES else "finished"
+                self.suggested_lr = event.suggested_lr
+                self.rule = event.rule or ""
+                self.suggestions = dict(event.suggestions)
+                self.stopped_early = bool(event.stopped_early)
+                self.reason = event.reason or ""
+                self.can_stop = False
+                if event.error:
+                    self.error = event.error
+                if self.chosen_lr is None and event.suggested_lr is not None:
+                    self.chosen_lr = event.suggested_lr
+            self._on_flush(0.0)
+
+    def _on_flush(self, now: float) -> None:
+        self.points = self._series.total
+
+    # ------------------------------------------------------------------ front end
+
+    def _on_hello(self, content: dict[str, Any], buffers: list[Any]) -> None:
+        """A view was (re)rendered or lost track: send it the whole curve, in chunks."""
+        view = content.get("view")
+        req = content.get("req", 0)
+        if not isinstance(view, str) or not view or not isinstance(req, int):
+            raise ValueError(f"a hello without a view id: {content!r}; reload the page")
+        self._transport.snapshot(view, req)
+
+    def _on_stop(self, content: dict[str, Any], buffers: list[Any]) -> None:
+        self.stop()
+
+    def _action(self, action: Callable[[], Any]) -> None:
+        """A button: a refusal is a one-line message under the widget."""
+        self.error = ""
+        try:
+            action()
+        except (PlanError, ValueError, RuntimeError, t.TraitError) as exc:
+            self.error = f"{type(exc).__name__}: {exc}"
+
+    def _on_use(self, content: dict[str, Any], buffers: list[Any]) -> None:
+        self._action(self.use_lr)
+
+    def _on_restart(self, content: dict[str, Any], buffers: list[Any]) -> None:
+        self._action(self.start)
+
+    # ------------------------------------------------------------------ reading
+
+    @property
+    def transport_stats(self) -> Any:
+        return self._transport.stats
+
+    def series(self) -> dict[str, list[float]]:
+        """A copy of the held points: ``step``, ``lr``, ``loss``, ``smoothed`` (and the
+        bucket columns once decimated)."""
+        with self._lock:
+            return {name: self._series.column(name).tolist() for name in self._series.fields}
+
+    def summary(self) -> str:
+        parts = [f"status={self.status}", f"{self.points} of {self.num_iter} steps"]
+        if self.suggested_lr is not None:
+            parts.append(f"suggested {_lr_text(self.suggested_lr)} by {self.rule}")
+        if self.reason:
+            parts.append(self.reason)
+        parts.append(f"chosen {_lr_text(self.chosen_lr)}")
+        if self.applied_lr is not None:
+            parts.append(f"used {_lr_text(self.applied_lr)}")
+        return ", ".join(parts)
+
+    def __repr__(self) -> str:
+        text = f"LRFinderWidget({self.summary()})"
+        if self.error:
+            text += "\n" + self.error.splitlines()[0]
+        if self.input_error:
+            text += "\n" + self.input_error
+        return text
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        p.text(repr(self))
+
+    def close(self) -> None:
+        """Close the view (a sweep still running goes on and ends as usual)."""
+        if getattr(self, "_builder", None) is not None:
+            self.unlink()
+        transport = getattr(self, "_transport", None)
+        if transport is not None:
+            transport.close()
+        super().close()
