@@ -569,15 +569,6 @@ class AbstentionExplorer(NNxWidget):
         ]
         return ", ".join(parts)
 
-    def __repr__(self) -> str:
-        text = f"AbstentionExplorer({self.summary()})"
-        if self.error:
-            text += "\n" + self.error.splitlines()[0]
-        return text
-
-    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
-        p.text(repr(self))
-
     def close(self) -> None:
         transport = getattr(self, "_transport", None)
         if transport is not None:

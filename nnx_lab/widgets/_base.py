@@ -99,3 +99,17 @@ class NNxWidget(anywidget.AnyWidget):
     def show_error(self, error: BaseException | str) -> None:
         """Show an error (an exception with its traceback, or a text) under the widget."""
         self.error = error if isinstance(error, str) else format_exception(error)
+
+    # The text a place with no front end shows (a terminal, a saved notebook on GitHub):
+    # the widget's one-line summary, then the first line of any error under it.
+    def summary(self) -> str:
+        return ""
+
+    def _repr_notes(self) -> list[str]:
+        return [self.error.splitlines()[0]] if self.error else []
+
+    def __repr__(self) -> str:
+        return "\n".join([f"{type(self).__name__}({self.summary()})", *self._repr_notes()])
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
+        p.text(repr(self))

@@ -414,15 +414,6 @@ class CalibrationExplorer(NNxWidget):
         ]
         return ", ".join(parts)
 
-    def __repr__(self) -> str:
-        text = f"CalibrationExplorer({self.summary()})"
-        if self.error:
-            text += "\n" + self.error.splitlines()[0]
-        return text
-
-    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
-        p.text(repr(self))
-
     def close(self) -> None:
         transport = getattr(self, "_transport", None)
         if transport is not None:

@@ -218,15 +218,6 @@ class DriftReport(NNxWidget):
             f"rows differ ({ids} change the run id)"
         )
 
-    def __repr__(self) -> str:
-        text = f"DriftReport({self.summary()})"
-        if self.error:
-            text += "\n" + self.error.splitlines()[0]
-        return text
-
-    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
-        p.text(repr(self))
-
     def close(self) -> None:
         with getattr(self, "_lock", threading.RLock()):
             if hasattr(self, "_watched"):

@@ -602,16 +602,8 @@ class LRFinderWidget(NNxWidget):
             parts.append(f"used {_lr_text(self.applied_lr)}")
         return ", ".join(parts)
 
-    def __repr__(self) -> str:
-        text = f"LRFinderWidget({self.summary()})"
-        if self.error:
-            text += "\n" + self.error.splitlines()[0]
-        if self.input_error:
-            text += "\n" + self.input_error
-        return text
-
-    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
-        p.text(repr(self))
+    def _repr_notes(self) -> list[str]:
+        return super()._repr_notes() + ([self.input_error] if self.input_error else [])
 
     def close(self) -> None:
         """Close the view (a sweep still running goes on and ends as usual)."""

@@ -1140,12 +1140,3 @@ class TrainingMonitor(NNxWidget):
         elif last is not None and math.isfinite(last):
             parts.append(f"loss {last:.4g}")
         return ", ".join(parts)
-
-    def __repr__(self) -> str:
-        text = f"TrainingMonitor({self.summary()})"
-        if self.error:
-            text += "\n" + self.error.splitlines()[0]
-        return text
-
-    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
-        p.text(repr(self))

@@ -640,15 +640,6 @@ class PlanBuilder(NNxWidget):
             parts.append(f"Fit launches {self.processes} processes")
         return "; ".join(parts)
 
-    def __repr__(self) -> str:
-        text = f"PlanBuilder({self.summary()})"
-        if self.error:
-            text += "\n" + self.error.splitlines()[0]
-        return text
-
-    def _repr_pretty_(self, p: Any, cycle: bool) -> None:
-        p.text(repr(self))
-
     def close(self) -> None:
         """Close the form and its monitor (a fit still running goes on without them)."""
         lock = getattr(self, "_lock", None)  # absent if __init__ failed
