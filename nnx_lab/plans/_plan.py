@@ -18,8 +18,10 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from ..data.metrics import MetricSpec
 from ..engine.enums import Losses
 from ..engine.errors import ConfigError, DataError
+from ..engine.monitor import MonitorSpec
 from ..engine.params import (
     CustomLossRef,
     NNModelParams,
@@ -914,6 +916,18 @@ def _value_json(path: str, value: Any) -> Any:
             return {"ref": reference_of(value, path)}
     if isinstance(value, PrecisionPolicy):
         return value.to_json()
+    # declared metrics, the monitor and extra_metrics are objects and functions: written
+    # as their state and as references, never as their repr (which would not read back)
+    if path == "train.metrics":
+        return [m.state() for m in value]
+    if path == "train.monitor" and isinstance(value, MonitorSpec):
+        return value.to_json()
+    if path == "train.extra_metrics" and value:
+        return {
+            "refs": {
+                name: reference_of(fn, f"{path}[{name!r}]") for name, fn in dict(value).items()
+            }
+        }
     if isinstance(value, MappingProxyType):
         value = dict(value)
     safe = json_safe(value)
@@ -940,6 +954,14 @@ def _plain(value: Any) -> bool:
 def _value_from_json(path: str, value: Any) -> Any:
     if path == "model.loss" and isinstance(value, dict) and "ref" in value:
         return resolve_reference(value["ref"], path)
+    if path == "train.metrics" and isinstance(value, list):
+        return tuple(MetricSpec.from_state(s) if isinstance(s, dict) else s for s in value)
+    if path == "train.monitor" and isinstance(value, dict):
+        return MonitorSpec.from_json(value)
+    if path == "train.extra_metrics" and isinstance(value, dict) and "refs" in value:
+        return {
+            name: resolve_reference(ref, f"{path}[{name!r}]") for name, ref in value["refs"].items()
+        }
     if path == "model.precision" and isinstance(value, dict):
         try:
             return PrecisionPolicy.from_json(value)

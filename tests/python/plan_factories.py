@@ -57,3 +57,7 @@ class EpochCounter:
 
 def make_counter() -> EpochCounter:
     return EpochCounter()
+
+
+def rows_seen(y_true, y_pred) -> float:  # an extra metric a plan can ship by reference
+    return float(len(y_true))

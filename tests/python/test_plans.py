@@ -18,6 +18,8 @@ from nnx_lab import (
     DataError,
     ExperimentPlan,
     FitResult,
+    MetricSpec,
+    MonitorSpec,
     NNModel,
     NNModelParams,
     NNOptimParams,
@@ -285,6 +287,32 @@ def test_json_round_trip(base):
     assert back.binding_report()["train.seed"].via == "plan: with_seed"
     assert back.validate().ok
     assert back.expected_run_id() == plan.expected_run_id()
+
+
+def test_declared_metrics_monitor_and_extra_metrics_travel_as_json(base):
+    """A launched plan is rebuilt from its JSON in every worker: the declared metrics, the
+    monitor and extra_metrics must come back as what they were, not as their repr."""
+    plan = base.with_train(
+        metrics=[MetricSpec("accuracy"), MetricSpec("ece", bins=10)],
+        monitor=MonitorSpec("ece(bins=10)", mode="min"),
+        extra_metrics={"rows": pf.rows_seen},
+    )
+    data = json.loads(json.dumps(plan.to_json()))
+    assert data["values"]["train.metrics"][1] == {"name": "ece", "options": {"bins": 10}}
+    assert data["values"]["train.extra_metrics"] == {"refs": {"rows": "plan_factories:rows_seen"}}
+    back = ExperimentPlan.from_json(data)
+    assert list(back.value("train.metrics")) == [MetricSpec("accuracy"), MetricSpec("ece", bins=10)]
+    assert back.value("train.monitor") == MonitorSpec("ece(bins=10)", mode="min")
+    assert back.value("train.extra_metrics")["rows"] is pf.rows_seen
+    assert back.expected_run_id() == plan.expected_run_id()
+    result = back.fit()
+    last = result.run.epochs[-1]
+    assert set(last["val"]["metrics"]) >= {"accuracy", "ece(bins=10)"}
+    assert last["selection"]["metric"] == "ece(bins=10)"
+    in_main = base.with_train(extra_metrics={"rows": lambda y_true, y_pred: 1.0})
+    with pytest.raises(PlanError) as raised:
+        in_main.to_json()
+    assert list(raised.value.problems.fields) == ["train.extra_metrics"]
 
 
 def test_non_importable_objects_are_refused_with_the_fix(base):
