@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from ..data.metrics import MetricSpec
 from ..engine.enums import Losses
 from ..engine.errors import ConfigError, DataError
 from ..engine.monitor import MonitorSpec
@@ -955,6 +954,8 @@ def _value_from_json(path: str, value: Any) -> Any:
     if path == "model.loss" and isinstance(value, dict) and "ref" in value:
         return resolve_reference(value["ref"], path)
     if path == "train.metrics" and isinstance(value, list):
+        from ..data.metrics import MetricSpec  # imports torch: only for a plan that has them
+
         return tuple(MetricSpec.from_state(s) if isinstance(s, dict) else s for s in value)
     if path == "train.monitor" and isinstance(value, dict):
         return MonitorSpec.from_json(value)
