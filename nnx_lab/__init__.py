@@ -62,6 +62,7 @@ _EXPORTS: dict[str, str] = {
     "PlanBuilder": "nnx_lab.widgets",
     "CalibrationExplorer": "nnx_lab.widgets",
     "AbstentionExplorer": "nnx_lab.widgets",
+    "DatasetSummary": "nnx_lab.widgets",
     "open_in_panel": "nnx_lab.widgets",
     "list_runs": "nnx_lab.runs",
     "lr_finder": "nnx_lab.lr_sweep",

@@ -9,7 +9,7 @@ import { h } from "./dom.js";
  */
 
 export class PagedTable {
-  /** @param {{pageSize?: number, label: string}} opts */
+  /** @param {{pageSize?: number, label: string, testid?: string}} opts */
   constructor(opts) {
     this.pageSize = opts.pageSize || 25;
     /** @type {Column[]} */
@@ -21,7 +21,7 @@ export class PagedTable {
     this.follow = true;
     /** @type {(i: number) => Record<string, string>} extra attributes of row i */
     this.rowAttrs = () => ({});
-    this.table = h("table", { class: "nnx-table", "data-testid": "epochs-table" });
+    this.table = h("table", { class: "nnx-table", "data-testid": opts.testid || "epochs-table" });
     this.thead = h("thead");
     this.tbody = h("tbody");
     this.table.append(this.thead, this.tbody);

@@ -1,11 +1,12 @@
 """nnx-lab's JupyterLab widgets (anywidget): the live TrainingMonitor, the PlanBuilder
 form, the DriftReport table, the LRFinderWidget sweep, the CalibrationExplorer and
-AbstentionExplorer, and ``open_in_panel`` (a run in the JupyterLab runs panel).
+AbstentionExplorer, the DatasetSummary table, and ``open_in_panel`` (a run in the
+JupyterLab runs panel).
 
 The front end is built from ``js/`` into ``nnx_lab/static/`` by ``npm run build``
 (``pip install -e .`` runs it). The wire protocol is in ``_protocol.py``. The
-explorers measure with torch; they load on first use, so importing this package (and
-the monitor) does not import torch.
+explorers measure with torch and DatasetSummary reads an ``NNTabularDataset``; they
+load on first use, so importing this package (and the monitor) does not import torch.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ __all__ = [
     "AbstentionExplorer",
     "BundleMissingError",
     "CalibrationExplorer",
+    "DatasetSummary",
     "DriftReport",
     "LRFinderWidget",
     "PlanBuilder",
@@ -34,6 +36,7 @@ __all__ = [
 _LAZY = {
     "CalibrationExplorer": "._calibration",
     "AbstentionExplorer": "._abstention",
+    "DatasetSummary": "._dataset_summary",
 }
 
 

@@ -124,6 +124,12 @@ def test_notebook_runs_headless(path: Path, tmp_path: Path, monkeypatch: pytest.
         assert "decision " in text
         assert (workdir / "diabetes_split.json").is_file()
         assert (workdir / "diabetes_standardizer.json").is_file()
+        # the DatasetSummary's text repr: the regression's splits and target range
+        assert re.search(
+            r"DatasetSummary\(NNTabularDataset: regression, 10 features; train=\d+ \(\d+%\), "
+            r"val=\d+ \(\d+%\), test=\d+ \(\d+%\); train target [\d.]+ \.\. [\d.]+",
+            text,
+        ), text
     if path.name == "plans_and_drift.ipynb":
         # the form refused a value and kept its plan
         assert "train.optim.max_lr=-1: pass a learning rate > 0" in text, text

@@ -23,7 +23,15 @@ ENTRIES = sorted(p.parent.name for p in JS.glob("*/index.js") if p.parent.name !
 
 
 def test_every_widget_has_an_entry_and_a_budget():
-    assert ENTRIES == ["abstention", "calibration", "drift", "lr_finder", "monitor", "plan_builder"]
+    assert ENTRIES == [
+        "abstention",
+        "calibration",
+        "dataset_summary",
+        "drift",
+        "lr_finder",
+        "monitor",
+        "plan_builder",
+    ]
     assert set(ENTRIES) == set(BUDGETS) - {"_comment"}
 
 
