@@ -918,6 +918,8 @@ def _value_json(path: str, value: Any) -> Any:
     # declared metrics, the monitor and extra_metrics are objects and functions: written
     # as their state and as references, never as their repr (which would not read back)
     if path == "train.metrics":
+        if not all(hasattr(m, "state") and hasattr(m, "key") for m in value):
+            raise ConfigError(path, value, "pass MetricSpec objects, e.g. [MetricSpec('nll')]")
         return [m.state() for m in value]
     if path == "train.monitor" and isinstance(value, MonitorSpec):
         return value.to_json()

@@ -309,6 +309,8 @@ def test_declared_metrics_monitor_and_extra_metrics_travel_as_json(base):
     last = result.run.epochs[-1]
     assert set(last["val"]["metrics"]) >= {"accuracy", "ece(bins=10)"}
     assert last["selection"]["metric"] == "ece(bins=10)"
+    with pytest.raises(PlanError, match="pass MetricSpec objects"):
+        base.with_value("train.metrics", ["nll"]).to_json()
     in_main = base.with_train(extra_metrics={"rows": lambda y_true, y_pred: 1.0})
     with pytest.raises(PlanError) as raised:
         in_main.to_json()
