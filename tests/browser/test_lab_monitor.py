@@ -226,8 +226,15 @@ def test_reloads_during_a_fit_bring_back_the_whole_history_and_stop_works(
             )
             table = monitor.get_by_test_id("page-status")
             expect(table).to_have_text(re.compile(r" of [\d,]+$"), timeout=RUN_TIMEOUT)
-            epochs = int(table.text_content().rsplit(" of ", 1)[1].replace(",", ""))
-            assert epochs >= int(monitor.get_by_test_id("epoch").text_content().split("/")[0]) - 2
+            # the epoch table keeps up with the header's epoch counter (the run goes on
+            # between two reads, so read the counter first and wait for the table)
+            epoch = int(monitor.get_by_test_id("epoch").text_content().split("/")[0])
+            lab.page.wait_for_function(
+                "([el, epoch]) => Number(el.textContent.split(' of ').pop().replace(/,/g, ''))"
+                " >= epoch - 2",
+                arg=[table.element_handle(), epoch],
+                timeout=10_000,
+            )
             if attempt < RELOADS:
                 lab.reload()
         monitor.get_by_test_id("stop").click()
