@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextvars
+import functools
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -16,6 +17,27 @@ from ._jobs import format_exception
 __all__ = ["NNxWidget"]
 
 log = logging.getLogger("nnx_lab.widgets")
+
+
+def never_breaks(work: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Decorate a widget's event hook so a display problem never fails the ``work`` it
+    watches (training, a sweep): the error is logged and shown under the widget."""
+
+    def decorate(hook: Callable[..., None]) -> Callable[..., None]:
+        @functools.wraps(hook)
+        def guarded(self: NNxWidget, *args: Any) -> None:
+            try:
+                hook(self, *args)
+            except Exception as exc:
+                log.exception("%s.%s failed; %s goes on", type(self).__name__, hook.__name__, work)
+                try:
+                    self.show_error(exc)
+                except Exception:  # the comm itself is broken: the log has it
+                    log.debug("could not show the error under the widget", exc_info=True)
+
+        return guarded
+
+    return decorate
 
 
 class NNxWidget(anywidget.AnyWidget):

@@ -15,7 +15,6 @@ is shown in ``input_error`` and the view gets the last valid value back.
 
 from __future__ import annotations
 
-import functools
 import inspect
 import logging
 import math
@@ -27,7 +26,7 @@ from typing import Any
 import traitlets as t
 
 from ..plans import ExperimentPlan, PlanError, Problems
-from ._base import NNxWidget
+from ._base import NNxWidget, never_breaks
 from ._jobs import BackgroundJob, format_exception
 from ._plan_builder import PlanBuilder
 from ._protocol import STATUSES
@@ -60,23 +59,6 @@ def sweep_series(capacity: int) -> BucketSeries:
         weight="n",
         bad="bad",
     )
-
-
-def _never_breaks_the_sweep(hook: Callable[..., None]) -> Callable[..., None]:
-    """A display problem must not fail the sweep: it is shown under the widget."""
-
-    @functools.wraps(hook)
-    def guarded(self: LRFinderWidget, *args: Any) -> None:
-        try:
-            hook(self, *args)
-        except Exception as exc:
-            log.exception("LRFinderWidget.%s failed; the sweep goes on", hook.__name__)
-            try:
-                self.show_error(exc)
-            except Exception:  # the comm itself is broken: the log has it
-                log.debug("could not show the error under the widget", exc_info=True)
-
-    return guarded
 
 
 def _lr_text(value: float | None) -> str:
@@ -500,7 +482,7 @@ class LRFinderWidget(NNxWidget):
     def on_attach(self, control: Any) -> None:
         pass  # the widget made the control it passed to the sweep
 
-    @_never_breaks_the_sweep
+    @never_breaks("the sweep")
     def on_sweep_started(self, event: Any) -> None:
         with self._lock:
             self._lrs = []
@@ -514,7 +496,7 @@ class LRFinderWidget(NNxWidget):
                     self.status = "running"
             self._transport.flush()  # the views drop an earlier curve at once
 
-    @_never_breaks_the_sweep
+    @never_breaks("the sweep")
     def on_sweep_points(self, event: Any) -> None:
         points = event.points
         if not points:
@@ -531,7 +513,7 @@ class LRFinderWidget(NNxWidget):
             )
         self._transport.request_flush()
 
-    @_never_breaks_the_sweep
+    @never_breaks("the sweep")
     def on_sweep_finished(self, event: Any) -> None:
         with self._lock:
             self._transport.flush()  # the last points before the final status

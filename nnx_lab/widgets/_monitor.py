@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import collections
-import functools
 import html
 import itertools
 import logging
@@ -36,7 +35,7 @@ from ..runs import (
     read_record,
     request_stop,
 )
-from ._base import NNxWidget
+from ._base import NNxWidget, never_breaks
 from ._jobs import BackgroundJob, format_exception
 from ._monitor_series import MONITOR_KEY, add_epoch, add_steps, epoch_series, step_series
 from ._protocol import STATUSES
@@ -53,23 +52,6 @@ _RATE_WINDOW_S = 10.0
 _LIVENESS_S = 1.0  # how often a follower checks that the run it follows can still write
 _PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 _MAX_PNG_BYTES = 4 * 1024 * 1024
-
-
-def _never_breaks_training(hook: Callable[..., None]) -> Callable[..., None]:
-    """A display problem must not fail a training run: show it under the widget instead."""
-
-    @functools.wraps(hook)
-    def guarded(self: TrainingMonitor, *args: Any) -> None:
-        try:
-            hook(self, *args)
-        except Exception as exc:
-            log.exception("TrainingMonitor.%s failed; training goes on", hook.__name__)
-            try:
-                self.show_error(exc)
-            except Exception:  # the comm itself is broken: the log has it
-                log.debug("could not show the error under the widget", exc_info=True)
-
-    return guarded
 
 
 def _finite(value: Any) -> float | None:
@@ -362,7 +344,7 @@ class TrainingMonitor(NNxWidget):
 
     # ------------------------------------------------------------------ sink hooks
 
-    @_never_breaks_training
+    @never_breaks("training")
     def on_attach(self, control: TrainingControl) -> None:
         with self._lock:
             self._control = control
@@ -375,14 +357,14 @@ class TrainingMonitor(NNxWidget):
                 self._stop_pending = None
                 self.status = "stopping"
 
-    @_never_breaks_training
+    @never_breaks("training")
     def on_detach(self) -> None:
         with self._lock:
             self._control = None
             self.can_stop = False
             self._transport.flush()
 
-    @_never_breaks_training
+    @never_breaks("training")
     def on_run_started(self, event: RunStarted) -> None:
         with self._lock:
             control = self._control
@@ -411,14 +393,14 @@ class TrainingMonitor(NNxWidget):
             self._transport.flush()  # the views drop the previous run at once
             self._update_fallback()
 
-    @_never_breaks_training
+    @never_breaks("training")
     def on_step_ended(self, event: StepEnded) -> None:
         self._samples_stepped += event.samples
         self._step_seen = event.step
         self._epoch_seen = event.epoch
         self._transport.request_flush()
 
-    @_never_breaks_training
+    @never_breaks("training")
     def on_step_metrics(self, event: StepMetrics) -> None:
         records = event.records
         if not records:
@@ -441,7 +423,7 @@ class TrainingMonitor(NNxWidget):
                 self._step_seen, self._epoch_seen = last.step, last.epoch
         self._transport.request_flush()
 
-    @_never_breaks_training
+    @never_breaks("training")
     def on_epoch_ended(self, event: EpochEnded) -> None:
         with self._lock:
             add_epoch(self._epochs, event)
@@ -452,7 +434,7 @@ class TrainingMonitor(NNxWidget):
                 self.total_steps = self._expected_total_steps(self._n_epochs_run)
         self._transport.request_flush()
 
-    @_never_breaks_training
+    @never_breaks("training")
     def on_run_finished(self, event: RunFinished) -> None:
         with self._lock:
             self._finished = True

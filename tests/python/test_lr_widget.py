@@ -125,6 +125,24 @@ def test_the_curve_is_sent_live_throttled_and_complete(plan):
     assert fe.state["status"] == "finished"
 
 
+def test_a_broken_display_never_fails_the_sweep(plan, monkeypatch):
+    w = LRFinderWidget(plan, num_iter=20, end_lr=1.0, autostart=False)
+
+    def broken(columns):
+        raise OSError("disk on fire")
+
+    monkeypatch.setattr(w._series, "extend", broken)
+    try:
+        w.start()
+        result = w.wait(60)
+    finally:
+        close(w)
+    assert w.error.startswith("OSError: disk on fire")
+    assert w.status == "finished"
+    assert len(result.lrs) > 0
+    assert result.suggested_lr is not None
+
+
 def test_memory_is_bounded_by_max_points(plan):
     w = LRFinderWidget(plan, num_iter=80, end_lr=1.0, max_points=16, diverge_margin=1e9)
     try:
