@@ -9,7 +9,7 @@
 // the rows (synced traits); the curves and the slider's stops come once through the
 // shared transport. One threshold is in flight at a time (shared/latest.js).
 import { Chart } from "../shared/chart.js";
-import { h, legend, onCommit } from "../shared/dom.js";
+import { frameScheduler, h, legend, onCommit } from "../shared/dom.js";
 import { fmtInt, fmtValue } from "../shared/format.js";
 import { LatestRequest } from "../shared/latest.js";
 import { SAVE } from "../shared/protocol.js";
@@ -63,7 +63,7 @@ export class AbstentionView {
     this.el = el;
     /** @type {Array<[string, Function]>} */
     this._listeners = [];
-    this._frame = 0;
+    this._frames = frameScheduler(() => this._render());
     this._build();
     this.request = new LatestRequest((v) => this._sendThreshold(v), { timers: opts.timers });
     this.sync = new ViewSync(model, {
@@ -281,12 +281,7 @@ export class AbstentionView {
       this._syncError = "";
       this._error();
     }
-    if (this._frame) return;
-    const run = () => {
-      this._frame = 0;
-      this._render();
-    };
-    this._frame = typeof requestAnimationFrame === "function" ? requestAnimationFrame(run) : (run(), 0);
+    this._frames.schedule();
   }
 
   _render() {
@@ -455,7 +450,7 @@ export class AbstentionView {
     this._listeners.length = 0;
     this.sync.dispose();
     this.request.dispose();
-    if (this._frame && typeof cancelAnimationFrame === "function") cancelAnimationFrame(this._frame);
+    this._frames.cancel();
     if (this.chart) this.chart.destroy();
     this.root.remove();
   }

@@ -13,7 +13,7 @@
 //   maximum); the view measures them itself at each move (measure.js) and writes the
 //   temperature to the kernel once the slider rests.
 import { Chart } from "../shared/chart.js";
-import { h, legend, onCommit } from "../shared/dom.js";
+import { frameScheduler, h, legend, onCommit } from "../shared/dom.js";
 import { fmtInt, fmtValue } from "../shared/format.js";
 import { LatestRequest } from "../shared/latest.js";
 import { ViewSync } from "../shared/transport.js";
@@ -67,7 +67,7 @@ export class CalibrationView {
     this.el = el;
     /** @type {Array<[string, Function]>} */
     this._listeners = [];
-    this._frame = 0;
+    this._frames = frameScheduler(() => this._render());
     this._build();
     this.request = new LatestRequest((v) => this._sendTemperature(v), { timers: opts.timers });
     /** @type {import("./measure.js").Prepared|null} browser mode: the logits, prepared */
@@ -369,12 +369,7 @@ export class CalibrationView {
       this._syncError = "";
       this._error();
     }
-    if (this._frame) return;
-    const run = () => {
-      this._frame = 0;
-      this._render();
-    };
-    this._frame = typeof requestAnimationFrame === "function" ? requestAnimationFrame(run) : (run(), 0);
+    this._frames.schedule();
   }
 
   /** What the kernel measured last: {temperature, nll, brier, ece} at T = 1 and at T. */
@@ -445,7 +440,7 @@ export class CalibrationView {
     this.sync.dispose();
     this.request.dispose();
     clearTimeout(this._restTimer);
-    if (this._frame && typeof cancelAnimationFrame === "function") cancelAnimationFrame(this._frame);
+    this._frames.cancel();
     this.diagram.destroy();
     this.histogram.destroy();
     this.root.remove();

@@ -4,7 +4,7 @@
 // drag on the curve to choose a rate; "Use this LR" hands it to the plan. The sweep
 // lives in the kernel: the view says hello and receives the curve (shared/transport).
 import { Chart } from "../shared/chart.js";
-import { h, legend } from "../shared/dom.js";
+import { frameScheduler, h, legend } from "../shared/dom.js";
 import { fmtInt, fmtValue } from "../shared/format.js";
 import { STOP } from "../shared/protocol.js";
 import { ViewSync } from "../shared/transport.js";
@@ -77,7 +77,9 @@ export class LRFinderView {
     this.el = el;
     /** @type {Array<[string, Function]>} */
     this._listeners = [];
-    this._frame = 0;
+    this._frames = frameScheduler(() => {
+      if (!this._disposed) this._render();
+    });
     /** a rate being dragged (not yet sent), or null */
     this.preview = null;
     this._yRange = null;
@@ -296,12 +298,7 @@ export class LRFinderView {
   // ------------------------------------------------------------------ the curve
 
   _schedule() {
-    if (this._frame) return;
-    const run = () => {
-      this._frame = 0;
-      if (!this._disposed) this._render();
-    };
-    this._frame = typeof requestAnimationFrame === "function" ? requestAnimationFrame(run) : (run(), 0);
+    this._frames.schedule();
   }
 
   /** The held points as the chart draws them. */
@@ -355,7 +352,7 @@ export class LRFinderView {
     this._disposed = true;
     for (const [event, cb] of this._listeners) this.model.off(event, cb);
     this._listeners.length = 0;
-    if (this._frame && typeof cancelAnimationFrame === "function") cancelAnimationFrame(this._frame);
+    this._frames.cancel();
     this.sync.dispose();
     this.chart.destroy();
     this.root.remove();

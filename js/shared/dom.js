@@ -72,3 +72,25 @@ export function onCommit(input, fn) {
     if (e.key === "Enter") fn();
   });
 }
+
+/**
+ * Coalesce redraw requests into one call of `fn` per animation frame (at once where
+ * there are no frames, as in tests). `schedule()` asks, `cancel()` drops a pending one.
+ */
+export function frameScheduler(fn) {
+  let frame = 0;
+  const run = () => {
+    frame = 0;
+    fn();
+  };
+  return {
+    schedule() {
+      if (frame) return;
+      frame = typeof requestAnimationFrame === "function" ? requestAnimationFrame(run) : (run(), 0);
+    },
+    cancel() {
+      if (frame && typeof cancelAnimationFrame === "function") cancelAnimationFrame(frame);
+      frame = 0;
+    },
+  };
+}
