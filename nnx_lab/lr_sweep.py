@@ -33,7 +33,6 @@ import torch
 from .engine._modes import preserved_modes
 from .engine.data import first_batch
 from .engine.enums import Optims
-from .engine.errors import ConfigError, DataError
 from .engine.events import SweepFinished, SweepPoints, SweepStarted, TrainingControl
 from .engine.loop import TrainStep
 from .engine.losses import LossFn
@@ -44,6 +43,7 @@ from .engine.sinks import EventBus
 from .engine.tasks import Task
 from .engine.training_state import preserved_rng
 from .engine.update import Updater
+from .errors import ConfigError, DataError
 
 __all__ = ["RULES", "LRFinderResult", "lr_finder", "suggest"]
 

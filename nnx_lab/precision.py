@@ -1,6 +1,5 @@
 """``nnx_lab.precision``: precision policies (§2.2), re-exported from the engine."""
 
-from .engine.errors import PrecisionUnsupportedError
 from .engine.precision import (
     MODES,
     REFERENCE_TOLERANCES,
@@ -9,6 +8,7 @@ from .engine.precision import (
     precision_support,
     resolve_precision,
 )
+from .errors import PrecisionUnsupportedError
 
 __all__ = [
     "MODES",

@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..engine.errors import ConfigError, DataError
 from ..engine.probabilities import PredictionResult, as_sample_ids
+from ..errors import ConfigError, DataError
 
 KINDS = ("max_probability", "margin")
 _SUM_TOLERANCE = 1e-3  # float32 softmax rows sum to 1 within ~1e-6; rounded input a bit less

@@ -10,8 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from ..engine._io import atomic_write_json
-from ..engine.errors import ConfigError
+from ..errors import AbstentionError, ConfigError
+from ..runs._atomic import atomic_write_json
 from ._bound import guaranteed_threshold
 from ._curve import RiskCoverageCurve, curve_from
 from ._inputs import check_kind, distribution, scores, targets, unique_ids
@@ -31,14 +31,6 @@ VERSION = 1
 EMPIRICAL_NOTE = (
     "the risk ceiling was met on the validation split; it is not guaranteed on new data"
 )
-
-
-class AbstentionError(ValueError):
-    """``selection.require()`` when no threshold meets the risk ceiling; ``.reason``."""
-
-    def __init__(self, reason: str, selection: ThresholdSelection) -> None:
-        self.reason, self.selection = reason, selection
-        super().__init__(f"no abstention threshold: {reason}")
 
 
 def _check_ceiling(value: Any) -> float:

@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from ..engine._io import atomic_write_json
 from ..engine.data import tensor_digest
-from ..engine.errors import ConfigError
 from ..engine.probabilities import PredictionResult, ProbabilitySpec, prediction_from_logits
+from ..errors import ConfigError
+from ..runs._atomic import atomic_write_json
 from ._inputs import check_overrides, check_prediction, check_text
 
 if TYPE_CHECKING:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.nn.functional as F
 
-from ..engine.errors import ConfigError
+from ..errors import CalibrationFitError, ConfigError
 from ._inputs import (
     Rows,
     check_prediction,
@@ -36,14 +36,6 @@ _MAX_STEP = 4.0  # at most a factor e^4 in T per Newton step
 # |step| in log T at which the fit has converged: Newton converges quadratically here,
 # so the error left after a step this small is of order 1e-14
 _S_TOL = 1e-7
-
-
-class CalibrationFitError(ValueError):
-    """``fit.require()`` on a fit that found no temperature; ``.reason`` says why."""
-
-    def __init__(self, reason: str, fit: TemperatureFit) -> None:
-        self.reason, self.fit = reason, fit
-        super().__init__(f"temperature fit failed: {reason}")
 
 
 @dataclass(frozen=True)

@@ -9,9 +9,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..engine.errors import ConfigError, DataError
 from ..engine.losses import IGNORE_INDEX
 from ..engine.probabilities import PredictionResult
+from ..errors import ConfigError, DataError
 
 OVERRIDES = ("model_id", "labels")
 

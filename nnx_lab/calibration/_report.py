@@ -11,8 +11,8 @@ import torch
 
 from ..data.metrics import MetricSpec, reliability_edges
 from ..data.streaming import StreamingMetrics
-from ..engine.errors import ConfigError
 from ..engine.probabilities import PredictionResult, ProbabilitySpec
+from ..errors import ConfigError
 from ._inputs import check_text, prediction_rows
 
 if TYPE_CHECKING:

@@ -20,15 +20,13 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import SplitError
+
 __all__ = ["SPLITS", "STRATEGIES", "SplitError", "SplitManifest", "plan_split"]
 
 SPLITS = ("train", "val", "test")
 STRATEGIES = ("random", "group", "stratified", "chronological")
 _VERSION = 1
-
-
-class SplitError(ValueError):
-    """A split that cannot be planned or replayed; raised before any loader is built."""
 
 
 def _plain(value: Any, what: str) -> Any:
@@ -90,7 +88,7 @@ class SplitManifest:
         return hashlib.sha256(text.encode()).hexdigest()
 
     def save(self, path: str | os.PathLike[str]) -> Path:
-        from ..engine._io import atomic_write_json
+        from ..runs._atomic import atomic_write_json
 
         path = Path(path)
         atomic_write_json(path, self.state())

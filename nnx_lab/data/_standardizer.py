@@ -10,13 +10,11 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import StandardizerError
+
 __all__ = ["Standardizer", "StandardizerError"]
 
 _VERSION = 1
-
-
-class StandardizerError(ValueError):
-    """Rows the standardizer cannot transform, or a file it cannot load."""
 
 
 class Standardizer:
@@ -82,7 +80,7 @@ class Standardizer:
         }
 
     def save(self, path: str | os.PathLike[str]) -> Path:
-        from ..engine._io import atomic_write_json
+        from ..runs._atomic import atomic_write_json
 
         path = Path(path)
         atomic_write_json(path, self.state())

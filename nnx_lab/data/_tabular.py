@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from ..engine.errors import ConfigError, DataError
+from ..errors import ConfigError, DataError
 from ._splits import SplitManifest
 from ._standardizer import Standardizer
 

@@ -26,7 +26,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from ..engine.errors import ConfigError
+from ..errors import ConfigError
 
 __all__ = [
     "DIRECTIONS",

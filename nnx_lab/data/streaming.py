@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..engine.errors import ConfigError, DataError
+from ..errors import ConfigError, DataError
 from .metrics import (
     KINDS,
     FinalizeContext,

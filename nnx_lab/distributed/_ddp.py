@@ -8,7 +8,7 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from ..engine.errors import ConfigError
+from ..errors import ConfigError
 from ._group import is_initialized
 
 __all__ = ["DDP"]

@@ -28,7 +28,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from ..engine.errors import ConfigError
+from ..errors import ConfigError
 from ..runs import read_stop_request, request_stop
 
 __all__ = ["LaunchHandle", "launch"]

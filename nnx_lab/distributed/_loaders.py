@@ -21,7 +21,7 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader
 
-from ..engine.errors import ConfigError
+from ..errors import ConfigError
 from ._group import rank as _rank
 from ._group import world_size as _world_size
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from torch.utils.data import DataLoader, RandomSampler
 
-from ..engine.errors import ConfigError
+from ..errors import ConfigError
 from ._loaders import train_loader, validation_loader
 
 __all__ = ["rank_params"]

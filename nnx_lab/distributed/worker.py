@@ -57,9 +57,9 @@ def _on_sigterm(signum: int, frame: Any) -> None:
 
 
 def _write_json(path: Path, data: Any) -> None:
-    from ..runs._control import write_json_atomic
+    from ..runs._atomic import atomic_write_json
 
-    write_json_atomic(path, data)
+    atomic_write_json(path, data)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -24,6 +24,7 @@ from typing import Any
 import torch
 from safetensors.torch import load as st_load
 
+from ..errors import CheckpointCorruptError
 from ..runs import (
     FORMAT_VERSION,
     canonical_json,
@@ -32,8 +33,8 @@ from ..runs import (
     run_dir,
     run_id_for,
 )
+from ..runs._atomic import atomic_write_bytes, file_lock, read_json
 from ._codec import join_state, split_state
-from ._io import atomic_write_bytes, file_lock, read_json
 from .enums import Checkpoints, coerce_enum
 from .params import NNModelParams, NNParams
 from .runs import NNRun
@@ -43,10 +44,6 @@ from .training_state import TrainingState
 __all__ = ["CheckpointCorruptError", "NNCheckpoint"]
 
 _MODEL = "model."
-
-
-class CheckpointCorruptError(RuntimeError):
-    """A checkpoint does not check out: a checksum, its type or its run does not match."""
 
 
 # What a sidecar may name: a plain file of this folder, as the writer names them. Any

@@ -25,7 +25,7 @@ from torch.utils.data import (
 )
 from torch.utils.data._utils.collate import default_collate, default_convert
 
-from .errors import DataError
+from ..errors import DataError
 from .fingerprint import callable_identity
 from .params import NNParams
 from .tasks import Task

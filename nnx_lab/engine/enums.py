@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from enum import Enum
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 __all__ = [
     "Activations",

@@ -18,8 +18,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from ..errors import ConfigError
 from .enums import Losses
-from .errors import ConfigError
 from .fingerprint import code_digest
 
 __all__ = ["IGNORE_INDEX", "LossFn", "custom_loss_identity"]

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..errors import ConfigError, PredictionValidationError
 from ..runs import FORMAT_VERSION, resolve_runs_root, writer_identity
 from .checkpoint import NNCheckpoint
 from .collective import Collective, DistributedTrainStep
@@ -34,7 +35,6 @@ from .data import (
     tensor_digest,
 )
 from .enums import Devices, RunStatus
-from .errors import ConfigError, PredictionValidationError
 from .evaluate import evaluate, inference
 from .events import TrainingControl
 from .fingerprint import callable_identity, code_record

@@ -26,7 +26,7 @@ import numbers
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 __all__ = ["MONITOR_STATUSES", "MonitorRecord", "MonitorSpec", "MonitorState"]
 

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field, fields, replace
 from enum import Enum
 from typing import Any
 
+from ..errors import ConfigError
 from ..runs import is_run_id
 from .enums import Activations, Devices, Losses, Nets, Optims, coerce_enum
-from .errors import ConfigError
 from .monitor import MonitorSpec
 from .precision import PrecisionPolicy, normalize_policy
 from .task_spec import TaskSpec

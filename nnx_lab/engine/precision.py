@@ -11,7 +11,7 @@ import contextlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import ConfigError, PrecisionUnsupportedError
+from ..errors import ConfigError, PrecisionUnsupportedError
 
 __all__ = [
     "MODES",

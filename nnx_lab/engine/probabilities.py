@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .errors import PredictionValidationError
+from ..errors import PredictionValidationError
 
 __all__ = [
     "KINDS",

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ..runs import RunRecordError, effective_status, read_record, run_dir
-from ._io import atomic_write_json, atomic_write_yaml
+from ..runs._atomic import atomic_write_json, atomic_write_yaml
 
 __all__ = ["ExistingRun", "RunLock", "inspect_existing", "reserve_run_dir"]
 

@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Any
 
 from torch.utils.data import DataLoader
 
+from ..errors import ConfigError, ResumeError, TrainingStateError
 from ..runs import run_dir
 from .checkpoint import NNCheckpoint, write_checkpoint
 from .enums import Checkpoints
-from .errors import ConfigError, ResumeError, TrainingStateError
 from .handlers.jsonl_log import JsonlLogger
 from .optim import optimizer_topology, trainable_groups
 from .precision import ResolvedPrecision

@@ -26,7 +26,7 @@ from ..runs import (
     run_dir,
     run_id_for,
 )
-from ._io import atomic_write_yaml
+from ..runs._atomic import atomic_write_yaml
 from .enums import RunStatus
 from .events import EpochEnded, Event, RunFinished, StepMetrics, StepRecord, event_from_json
 from .metrics import EDP

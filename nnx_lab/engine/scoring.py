@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from ..data.metrics import FinalizeContext, MetricBatch, MetricSpec, statistic_for
-from .errors import ConfigError, DataError
+from ..errors import ConfigError, DataError
 from .tasks import Task
 
 __all__ = ["Scorer", "call_extra", "check_declared", "gather_rows", "scorer_specs"]

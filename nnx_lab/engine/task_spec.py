@@ -18,8 +18,8 @@ import numbers
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import ConfigError
 from .enums import Losses
-from .errors import ConfigError
 
 __all__ = ["TASK_KINDS", "TaskSpec"]
 

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .errors import TrainingStateError
+from ..errors import TrainingStateError
 
 __all__ = [
     "GENERATION",

@@ -21,7 +21,6 @@ from typing import Any
 
 from ..engine import enums as enums_module
 from ..engine import params as params_module
-from ..engine.errors import ConfigError
 from ..engine.params import (
     NNModelParams,
     NNOptimParams,
@@ -30,6 +29,7 @@ from ..engine.params import (
     NNTrainParams,
 )
 from ..engine.precision import MODES
+from ..errors import ConfigError
 from ._problems import Problem, json_safe
 
 __all__ = [

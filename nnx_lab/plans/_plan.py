@@ -19,7 +19,6 @@ from types import MappingProxyType
 from typing import Any
 
 from ..engine.enums import Losses
-from ..engine.errors import ConfigError, DataError
 from ..engine.monitor import MonitorSpec
 from ..engine.params import (
     CustomLossRef,
@@ -30,6 +29,7 @@ from ..engine.params import (
     NNTrainParams,
 )
 from ..engine.precision import PrecisionPolicy, device_can_run
+from ..errors import ConfigError, DataError
 from ..runs import FORMAT_VERSION, is_run_id, resolve_runs_root, run_dir
 from ._binding import BindingReport, build_binding_report
 from ._fields import (
@@ -1020,7 +1020,7 @@ class _PlanRecorder:
     def on_run_started(self, event: Any) -> None:
         from pathlib import Path
 
-        from ..engine._io import atomic_write_json
+        from ..runs._atomic import atomic_write_json
         from ._output import emit
         from ._record import BINDING_FILE
 

@@ -17,13 +17,13 @@ from typing import Any
 import torch
 
 from ..engine.data import check_batch
-from ..engine.errors import DataError
 from ..engine.evaluate import evaluate, inference
 from ..engine.loop import TrainStep
 from ..engine.model import NNModel
 from ..engine.optim import build_optimizer, trainable_groups
 from ..engine.training_state import preserved_rng, seed_everything
 from ..engine.update import Updater
+from ..errors import DataError
 from ._fields import Resolved
 
 __all__ = ["ProbeReport", "run_probe"]

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..engine.errors import ConfigError
+from ..errors import ConfigError
 
 __all__ = ["PlanError", "Problem", "Problems"]
 

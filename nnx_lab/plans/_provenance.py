@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..engine.errors import ConfigError
+from ..errors import ConfigError
 from ..runs import RunRecordError, canonical_json
 
 __all__ = [

@@ -18,8 +18,8 @@ import inspect
 import sys
 from typing import Any
 
-from ..engine.errors import ConfigError
 from ..engine.fingerprint import code_record, code_target
+from ..errors import ConfigError
 
 __all__ = [
     "code_name",

@@ -9,33 +9,19 @@ recorded. Checking costs the training loop nothing.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from ._atomic import atomic_write_json
 from ._ids import resolve_runs_root, run_dir
 from ._records import RunRecordError, effective_status, read_record
 
-__all__ = ["STOP_REQUEST", "read_stop_request", "request_stop", "write_json_atomic"]
+__all__ = ["STOP_REQUEST", "read_stop_request", "request_stop"]
 
 STOP_REQUEST = "stop_request.json"
-
-
-def write_json_atomic(path: Path, data: Any) -> None:
-    """A temp file in the same folder, then ``os.replace``: readers see all or nothing."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(data, fh)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
 
 
 def request_stop(
@@ -60,7 +46,7 @@ def request_stop(
     if not isinstance(reason, str) or not reason.strip():
         raise ValueError(f"reason={reason!r}: say why the run is stopped")
     target = path / STOP_REQUEST
-    write_json_atomic(target, {"reason": reason[:500], "by": by, "requested_at": time.time()})
+    atomic_write_json(target, {"reason": reason[:500], "by": by, "requested_at": time.time()})
     return target
 
 

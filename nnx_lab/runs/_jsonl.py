@@ -16,20 +16,11 @@ import os
 from pathlib import Path
 from typing import Any
 
+from ..errors import LogDamagedError
+
 __all__ = ["JsonlReader", "LogDamagedError", "read_jsonl"]
 
 log = logging.getLogger("nnx_lab.runs")
-
-
-class LogDamagedError(ValueError):
-    """A line of a run's log is not a JSON object (and is not a torn last line)."""
-
-    def __init__(self, path: Path, line: int, reason: str) -> None:
-        self.path, self.line, self.reason = Path(path), line, reason
-        super().__init__(
-            f"{path}, line {line}: {reason}; the log is damaged. Restore the file, or "
-            "delete the run and train it again"
-        )
 
 
 def _parse(raw: bytes) -> dict[str, Any]:

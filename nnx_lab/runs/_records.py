@@ -18,6 +18,8 @@ from typing import Any
 
 import yaml
 
+from ..errors import RunRecordError
+
 __all__ = [
     "HEARTBEAT_S",
     "INTERRUPTED",
@@ -35,17 +37,6 @@ STALE_AFTER_S = 120.0
 INTERRUPTED = "interrupted"
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
-class RunRecordError(ValueError):
-    """A run's YAML record is unreadable (damaged, truncated, not a mapping)."""
-
-    def __init__(self, path: Path, reason: str) -> None:
-        self.path, self.reason = Path(path), reason
-        super().__init__(
-            f"{path}: {reason}; the run's record is damaged. Restore the file, or delete the "
-            "run and train it again"
-        )
 
 
 def read_record(path: str | os.PathLike[str]) -> dict[str, Any]:

@@ -17,6 +17,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
+from ..errors import NNxError
 from ..runs import RunRecordError, parse_record
 
 __all__ = [
@@ -34,7 +35,7 @@ _FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 
 _FLAGS |= getattr(os, "O_CLOEXEC", 0)
 
 
-class FileRefused(Exception):
+class FileRefused(NNxError):
     """A run file that is not read (a link, not a plain file, too large); ``reason`` says so."""
 
     def __init__(self, path: Path, reason: str) -> None:
@@ -121,7 +122,7 @@ def read_yaml_record(path: Path, limit: int) -> dict[str, Any]:
         raise RunRecordError(path, f"unreadable ({type(exc).__name__}: {exc})"[:300]) from None
 
 
-class TooLarge(ValueError):
+class TooLarge(NNxError, ValueError):
     """A value with more nodes (or deeper) than a reply may carry."""
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..errors import NNxError
 from ..runs import (
     STOP_REQUEST,
     RunRecordError,
@@ -51,7 +52,7 @@ _MIN_PAGE = 4096
 _STATUSES = frozenset({"created", "running", "stopped", "finished", "failed"})
 
 
-class ApiError(Exception):
+class ApiError(NNxError):
     """A refused request: the HTTP status and a message that says what to do."""
 
     def __init__(self, status: int, message: str) -> None:

@@ -15,7 +15,7 @@ import traitlets as t
 from ..abstention import AbstentionPolicy, ThresholdSelection, most_confident_mistakes
 from ..abstention._curve import RiskCoverageCurve, curve_from
 from ..abstention._inputs import check_kind, distribution, scores, targets, unique_ids
-from ..engine.errors import ConfigError
+from ..errors import ConfigError
 from ._base import NNxWidget
 from ._tables import Table
 from ._transport import SeriesTransport

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pathlib
 
+from ..errors import NNxError
+
 __all__ = ["STATIC_DIR", "BundleMissingError", "read_asset"]
 
 STATIC_DIR = pathlib.Path(__file__).parent.parent / "static"
@@ -11,7 +13,7 @@ STATIC_DIR = pathlib.Path(__file__).parent.parent / "static"
 _cache: dict[pathlib.Path, tuple[float, str]] = {}
 
 
-class BundleMissingError(FileNotFoundError):
+class BundleMissingError(NNxError, FileNotFoundError):
     """The JavaScript bundle of the widgets has not been built."""
 
 

@@ -18,7 +18,7 @@ from ..calibration import (
     model_fingerprint,
 )
 from ..calibration._inputs import check_prediction, check_split_ids, check_text
-from ..engine.errors import ConfigError
+from ..errors import ConfigError
 from ._base import NNxWidget
 from ._tables import Table
 from ._temperature import SweepPoint, TemperatureSweep

@@ -21,8 +21,8 @@ import numpy as np
 import traitlets as t
 
 from ..data import NNTabularDataset
-from ..engine.errors import ConfigError
 from ..engine.task_spec import TaskSpec
+from ..errors import ConfigError
 from ._base import NNxWidget
 
 __all__ = ["DatasetSummary", "summarize_dataset"]

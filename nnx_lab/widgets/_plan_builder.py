@@ -28,7 +28,7 @@ from typing import Any
 import traitlets as t
 from anywidget import WidgetTrait
 
-from ..engine.errors import ConfigError
+from ..errors import ConfigError
 from ..plans import ExperimentPlan, PlanError, PlanField, Problem, Problems
 from ..runs import effective_status, read_record, resolve_runs_root, run_dir
 from ._base import NNxWidget

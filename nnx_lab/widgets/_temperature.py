@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..calibration._inputs import prediction_rows
-from ..engine.errors import ConfigError
+from ..errors import ConfigError
 
 __all__ = ["SweepPoint", "TemperatureSweep"]
 

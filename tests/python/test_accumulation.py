@@ -21,7 +21,7 @@ from nnx_lab import (
     NNParams,
     NNTrainParams,
 )
-from nnx_lab.engine.errors import ConfigError
+from nnx_lab.errors import ConfigError
 
 # Bitwise comparisons between runs: one intra-op thread keeps reductions in one order.
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

@@ -293,7 +293,7 @@ def test_a_failed_save_is_shown_writes_nothing_and_keeps_the_old_file(explorer, 
     def boom(*_a, **_k):
         raise OSError("disk full")
 
-    import nnx_lab.engine._io as io
+    import nnx_lab.runs._atomic as io
 
     original = io.os.replace
     io.os.replace = boom

@@ -28,7 +28,6 @@ from nnx_lab import (
     TrainingState,
 )
 from nnx_lab.engine._codec import join_state, split_state
-from nnx_lab.engine.errors import TrainingStateError
 from nnx_lab.engine.evaluate import evaluate
 from nnx_lab.engine.events import EpochEnded
 from nnx_lab.engine.loop import TrainingLoop, TrainStep
@@ -36,6 +35,7 @@ from nnx_lab.engine.optim import build_optimizer, trainable_groups
 from nnx_lab.engine.sinks import EventBus
 from nnx_lab.engine.training_state import GENERATION, RngState, preserved_rng
 from nnx_lab.engine.update import Updater
+from nnx_lab.errors import TrainingStateError
 
 
 class Recorder:

@@ -42,7 +42,7 @@ from nnx_lab import (
     list_runs,
 )
 from nnx_lab.engine.checkpoint import _sidecar_digest
-from nnx_lab.engine.errors import RunDirectoryError
+from nnx_lab.errors import RunDirectoryError
 from nnx_lab.runs import LogDamagedError, RunRecordError
 
 ROOT = Path(__file__).resolve().parents[2]

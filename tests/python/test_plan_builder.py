@@ -13,8 +13,8 @@ import traitlets
 from plan_factories import make_train_loader, make_val_loader
 
 from nnx_lab import ExperimentPlan
-from nnx_lab.engine.errors import ConfigError
 from nnx_lab.engine.params import NNOptimParams
+from nnx_lab.errors import ConfigError
 from nnx_lab.plans import _fields
 from nnx_lab.widgets import PlanBuilder, TrainingMonitor
 from nnx_lab.widgets._plan_builder import parse_text

@@ -27,7 +27,7 @@ from nnx_lab import (
     ResumeError,
 )
 from nnx_lab.engine import precision as engine_precision
-from nnx_lab.engine.errors import ConfigError
+from nnx_lab.errors import ConfigError
 from nnx_lab.precision import REFERENCE_TOLERANCES, ResolvedPrecision
 
 # Bitwise comparisons between runs: one intra-op thread keeps reductions in one order.

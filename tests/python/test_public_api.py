@@ -15,6 +15,18 @@ import nnx_lab
 ROOT = Path(__file__).resolve().parents[2]
 
 EXPECTED = {
+    "NNxError",
+    "FieldError",
+    "FileError",
+    "TrainingStateError",
+    "RunDirectoryError",
+    "SplitError",
+    "StandardizerError",
+    "CalibrationFitError",
+    "AbstentionError",
+    "RunRecordError",
+    "LogDamagedError",
+    "PlanError",
     "AbstentionExplorer",
     "Activations",
     "CalibrationExplorer",

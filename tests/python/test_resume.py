@@ -33,8 +33,8 @@ from nnx_lab import (
     PrecisionPolicy,
     ResumeError,
 )
-from nnx_lab.engine.errors import ConfigError
 from nnx_lab.engine.sinks import Callback
+from nnx_lab.errors import ConfigError
 
 # One intra-op thread: fast on a shared 2-core box, and the same kernels every run.
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

@@ -17,8 +17,8 @@ from typing import Any
 
 import torch
 
+from ...errors import RunDirectoryError
 from ..checkpoint import write_checkpoint
-from ..errors import RunDirectoryError
 from ..events import CheckpointWritten, EpochEnded, Event, RunEnding
 
 __all__ = ["CheckpointPolicy"]

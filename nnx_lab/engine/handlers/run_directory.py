@@ -17,9 +17,9 @@ import threading
 import time
 from typing import Any
 
+from ...errors import RunDirectoryError
 from ...runs import HEARTBEAT_S, read_stop_request
 from ..enums import RunStatus
-from ..errors import RunDirectoryError
 from ..events import EpochEnded, RunFinished, RunStarted, TrainingControl
 from ..runs import write_metadata
 

@@ -1,0 +1,160 @@
+"""One error family for the whole package: every error nnx-lab raises derives from
+``NNxError``, and each class also keeps the builtin base it always had (``ValueError``,
+``RuntimeError``), so ``except ValueError`` in a user's code keeps working.
+
+This module sits on the bottom floor: it imports nothing of the package and no torch,
+so every layer (runs, data, engine, tools, widgets, server) can raise from it.
+
+Two shapes recur and are written once here:
+
+- a refused value: ``field``, ``value`` and ``fix`` (``FieldError`` and its children);
+- a damaged file: ``path``, ``reason`` and, where it has one, ``line`` (``FileError``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "AbstentionError",
+    "CalibrationFitError",
+    "CheckpointCorruptError",
+    "ConfigError",
+    "DataError",
+    "FieldError",
+    "FileError",
+    "LogDamagedError",
+    "NNxError",
+    "PrecisionUnsupportedError",
+    "PredictionValidationError",
+    "ResumeError",
+    "RunDirectoryError",
+    "RunRecordError",
+    "SplitError",
+    "StandardizerError",
+    "TrainingStateError",
+]
+
+_FILE_FIX = "Restore the file, or delete the run and train it again"
+
+
+def _show(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+class NNxError(Exception):
+    """The root of every error nnx-lab raises."""
+
+
+class FieldError(NNxError):
+    """The shape of a refused value: which field, what value, and how to fix it."""
+
+    field: str
+    value: object
+    fix: str
+
+
+class FileError(NNxError):
+    """The shape of a file that cannot be read as what it claims to be: its ``path``,
+    the ``reason``, the ``line`` where that applies (else ``None``) and the ``fix``."""
+
+    def __init__(
+        self, path: str | Path, reason: str, *, line: int | None = None, fix: str = _FILE_FIX
+    ) -> None:
+        self.path, self.reason, self.line, self.fix = Path(path), reason, line, fix
+        where = f"{path}, line {line}" if line is not None else f"{path}"
+        super().__init__(f"{where}: {reason}; {fix}")
+
+
+# --- refused values ---------------------------------------------------------------------
+
+
+class ConfigError(FieldError, ValueError):
+    """A configuration value was refused. Raised before any side effect."""
+
+    def __init__(self, field: str, value: object, fix: str) -> None:
+        self.field, self.value, self.fix = field, value, fix
+        super().__init__(f"{field}={_show(value)} is invalid: {fix}")
+
+
+class DataError(FieldError, ValueError):
+    """The training or validation data was refused. Raised before the run is reserved."""
+
+    def __init__(self, field: str, problem: str, fix: str) -> None:
+        self.field, self.problem, self.fix = field, problem, fix
+        self.value = problem
+        super().__init__(f"{field}: {problem}; {fix}")
+
+
+class PredictionValidationError(FieldError, ValueError):
+    """Logits, a ``ProbabilitySpec`` or a prediction's use was refused (§2.13): a label
+    count that does not match the class axis, an invalid axis, non-finite logits, or
+    class indices asked of 0/1 indicators."""
+
+    def __init__(self, field: str, problem: str, fix: str) -> None:
+        self.field, self.problem, self.fix = field, problem, fix
+        self.value = problem
+        super().__init__(f"{field}: {problem}; {fix}")
+
+
+class PrecisionUnsupportedError(NNxError, RuntimeError):
+    """The requested precision cannot run on the model's device (and no fallback was named)."""
+
+
+class ResumeError(NNxError, ValueError):
+    """A resume request was refused before the model or any run was touched."""
+
+
+class TrainingStateError(ResumeError):
+    """A checkpoint's training state is not one this nnx_lab can restore."""
+
+
+class RunDirectoryError(NNxError, RuntimeError):
+    """A run's directory was deleted or replaced under the process writing it."""
+
+
+class SplitError(NNxError, ValueError):
+    """A split that cannot be planned or replayed; raised before any loader is built."""
+
+
+class StandardizerError(NNxError, ValueError):
+    """Rows the standardizer cannot transform, or a file it cannot load."""
+
+
+class CalibrationFitError(NNxError, ValueError):
+    """``fit.require()`` on a fit that found no temperature; ``.reason`` says why."""
+
+    def __init__(self, reason: str, fit: Any) -> None:
+        self.reason, self.fit = reason, fit
+        super().__init__(f"temperature fit failed: {reason}")
+
+
+class AbstentionError(NNxError, ValueError):
+    """``selection.require()`` when no threshold meets the risk ceiling; ``.reason``."""
+
+    def __init__(self, reason: str, selection: Any) -> None:
+        self.reason, self.selection = reason, selection
+        super().__init__(f"no abstention threshold: {reason}")
+
+
+# --- damaged files ----------------------------------------------------------------------
+
+
+class RunRecordError(FileError, ValueError):
+    """A run's YAML record is unreadable (damaged, truncated, not a mapping)."""
+
+    def __init__(self, path: str | Path, reason: str) -> None:
+        super().__init__(path, reason, fix="the run's record is damaged. " + _FILE_FIX)
+
+
+class LogDamagedError(FileError, ValueError):
+    """A line of a run's log is not a JSON object (and is not a torn last line)."""
+
+    def __init__(self, path: str | Path, line: int, reason: str) -> None:
+        super().__init__(path, reason, line=line, fix="the log is damaged. " + _FILE_FIX)
+
+
+class CheckpointCorruptError(NNxError, RuntimeError):
+    """A checkpoint does not check out: a checksum, its type or its run does not match."""
