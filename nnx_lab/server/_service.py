@@ -526,6 +526,6 @@ class RunsService:
 
 def _check_event(obj: dict[str, Any]) -> None:
     """A log line the engine could have written (``event_from_json``'s checks)."""
-    from ..engine.events import event_from_json  # dataclasses only: no torch
+    from ..runs._events import event_from_json
 
     event_from_json(obj)

@@ -1,0 +1,309 @@
+"""The events of the training loop's one stream, and their JSON form (the lines of a
+run's ``metrics.jsonl``). Torch-free: the server and the log follower read them.
+
+The training loop's one event stream.
+
+Everything that reports (the run directory's records, the JSONL log, the checkpoints,
+the progress bar, EarlyStopping, the live widgets) is a *sink* of this stream. Events
+are plain frozen dataclasses with a JSON form, so a log written by one process can be
+replayed as the same events in another (``event_from_json``): a widget cannot tell a
+live run from a replayed one.
+
+Per-step values are never read from the device on every step. The loop emits a cheap
+``StepEnded`` per optimizer step (counters only) and, every ``log_every`` steps and at
+each epoch end, one ``StepMetrics`` holding the per-step records read back in bulk.
+"""
+
+from __future__ import annotations
+
+import time
+import types as types_module
+import typing
+from dataclasses import MISSING, dataclass, field, fields
+from typing import Any, ClassVar
+
+__all__ = [
+    "HOOKS",
+    "CheckpointWritten",
+    "EpochEnded",
+    "EpochStarted",
+    "Event",
+    "RunEnding",
+    "RunFinished",
+    "RunStarted",
+    "StepEnded",
+    "StepMetrics",
+    "StepRecord",
+    "SweepFinished",
+    "SweepPoints",
+    "SweepStarted",
+    "event_from_json",
+]
+
+
+@dataclass(frozen=True)
+class Event:
+    """Base of every event. ``kind`` is the wire name; ``hook`` the sink method."""
+
+    kind: ClassVar[str] = "event"
+    hook: ClassVar[str] = "on_event"
+
+    def to_json(self) -> dict[str, Any]:
+        # A shallow copy: nested values are already plain dicts and lists, and
+        # dataclasses.asdict's deep copy costs more than the rest of an epoch's reporting.
+        return {**self.__dict__, "event": self.kind}
+
+
+@dataclass(frozen=True)
+class RunStarted(Event):
+    kind: ClassVar[str] = "run_started"
+    hook: ClassVar[str] = "on_run_started"
+
+    run_id: str | None  # None: a loop that records no run (a sweep, a probe)
+    run_dir: str | None  # None: no run directory
+    n_epochs: int  # epochs this run trains (for a resumed run: the additional ones)
+    start_epoch: int  # first epoch number this run trains (1-based)
+    start_step: int  # global optimizer steps completed before this run
+    steps_per_epoch: int | None  # None when the loader has no len()
+    config: dict[str, Any] = field(default_factory=dict)
+    parent_run_id: str | None = None
+    time: float = field(default_factory=time.time)
+
+
+@dataclass(frozen=True)
+class EpochStarted(Event):
+    """Before an epoch's first step. Not written to the log."""
+
+    kind: ClassVar[str] = "epoch_started"
+    hook: ClassVar[str] = "on_epoch_started"
+
+    epoch: int
+    step: int  # optimizer steps completed before it
+
+
+@dataclass(frozen=True)
+class StepEnded(Event):
+    """Emitted after every optimizer step. Counters only: no device value."""
+
+    kind: ClassVar[str] = "step_ended"
+    hook: ClassVar[str] = "on_step_ended"
+
+    step: int  # global optimizer step, 1-based
+    epoch: int
+    batch: int  # batch index within the epoch, 0-based
+    samples: int  # samples in this step
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """One optimizer step's training record (NNx's ``idp`` minus validation)."""
+
+    step: int
+    epoch: int
+    batch: int
+    lr: float
+    samples: int
+    loss: float | None  # None: every target of the step was ignore_index
+    error: float | None = None
+    accuracy: float | None = None
+    precision: float | None = None
+    recall: float | None = None
+    f1: float | None = None
+    # A declared task's records (and extra_metrics); None, and absent from the log, else.
+    valid: int | None = None  # targets scored
+    metrics: dict[str, float | None] | None = None  # registry metrics (mse, mae, ...)
+    extra: dict[str, Any] | None = None  # extra_metrics values, called on this step's batch
+
+
+@dataclass(frozen=True)
+class StepMetrics(Event):
+    """A batch of per-step records, read back from the device in one sync."""
+
+    kind: ClassVar[str] = "step_metrics"
+    hook: ClassVar[str] = "on_step_metrics"
+
+    records: tuple[StepRecord, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"event": self.kind, "records": [dict(r.__dict__) for r in self.records]}
+
+
+@dataclass(frozen=True)
+class EpochEnded(Event):
+    kind: ClassVar[str] = "epoch_ended"
+    hook: ClassVar[str] = "on_epoch_ended"
+
+    epoch: int
+    step: int  # global step at the end of this epoch
+    lr: float  # learning rate after the plateau scheduler stepped
+    train: dict[str, float | None]  # whole-epoch training summary (sample-weighted)
+    val: dict[str, float | None] | None  # whole-split validation metrics, None without a val split
+    signal: float | None  # the §2.11 selection value (None: no finite signal this epoch)
+    signal_source: str | None  # e.g. "val_edp.error"
+    improved: bool  # this epoch became BEST
+    seconds: float  # wall time of the epoch (training + validation)
+    train_last: dict[str, float | None] | None = None  # the epoch's last step record (§2.11)
+    selection: dict[str, Any] | None = None  # MonitorRecord of a declared monitor (§2.6)
+
+    def to_json(self) -> dict[str, Any]:
+        data = super().to_json()
+        if data["selection"] is None:
+            del data["selection"]  # without a monitor, the line older versions wrote
+        return data
+
+
+@dataclass(frozen=True)
+class CheckpointWritten(Event):
+    kind: ClassVar[str] = "checkpoint_written"
+    hook: ClassVar[str] = "on_checkpoint_written"
+
+    type: str  # "last" | "best"
+    epoch: int
+    step: int
+    path: str
+
+
+@dataclass(frozen=True)
+class RunEnding(Event):
+    """The loop has stopped stepping; what must be saved is saved now, before
+    ``RunFinished``. Not written to the log (it is the writers' own cue)."""
+
+    kind: ClassVar[str] = "run_ending"
+    hook: ClassVar[str] = "on_run_ending"
+
+    status: str  # what the run will end as: "finished" | "stopped" | "failed"
+    epoch: int  # epochs completed
+    step: int
+    mid_epoch: bool  # stopped inside an epoch (batches of it were trained)
+
+
+@dataclass(frozen=True)
+class RunFinished(Event):
+    kind: ClassVar[str] = "run_finished"
+    hook: ClassVar[str] = "on_run_finished"
+
+    run_id: str | None
+    status: str  # "finished" | "stopped" | "failed"
+    epochs_completed: int
+    steps: int
+    error: str | None = None  # "TypeName: message" for a failed run
+    traceback: str | None = None
+    stop_reason: str | None = None
+    time: float = field(default_factory=time.time)
+
+
+@dataclass(frozen=True)
+class SweepStarted(Event):
+    """An LR sweep (``nnx_lab.lr_finder``) began. Sweep events are never logged."""
+
+    kind: ClassVar[str] = "sweep_started"
+    hook: ClassVar[str] = "on_sweep_started"
+
+    num_iter: int
+    start_lr: float
+    end_lr: float
+    mode: str  # "exp" | "linear"
+
+
+@dataclass(frozen=True)
+class SweepPoints(Event):
+    """Points of the sweep since the last such event: ``(index, lr, loss, smoothed)``."""
+
+    kind: ClassVar[str] = "sweep_points"
+    hook: ClassVar[str] = "on_sweep_points"
+
+    points: tuple[tuple[int, float, float, float], ...]
+
+
+@dataclass(frozen=True)
+class SweepFinished(Event):
+    kind: ClassVar[str] = "sweep_finished"
+    hook: ClassVar[str] = "on_sweep_finished"
+
+    status: str  # "finished" | "stopped" | "failed"
+    suggested_lr: float | None
+    rule: str | None
+    suggestions: dict[str, float | None]
+    stopped_early: bool
+    reason: str | None
+    error: str | None = None
+
+
+_KINDS: dict[str, type[Event]] = {
+    cls.kind: cls
+    for cls in (RunStarted, StepEnded, StepMetrics, EpochEnded, CheckpointWritten, RunFinished)
+}
+
+# Hooks of the events a log never holds (they only exist while a loop runs).
+_LIVE_ONLY = (EpochStarted, RunEnding, SweepStarted, SweepPoints, SweepFinished)
+HOOKS: tuple[str, ...] = (*(cls.hook for cls in _KINDS.values()), *(c.hook for c in _LIVE_ONLY))
+
+
+def event_from_json(data: dict[str, Any]) -> Event:
+    """Rebuild an event from its JSON form (one line of ``metrics.jsonl``).
+
+    Every field is checked against its declared type, so a damaged or edited line is a
+    ``ValueError`` naming the field here, not a confusing error later.
+    """
+    if not isinstance(data, dict):
+        raise ValueError(f"an event is a JSON object, not a {type(data).__name__}")
+    kind = data.get("event")
+    if kind == "step":  # the log writes one line per step record
+        return StepMetrics(records=(_build(StepRecord, data),))
+    cls = _KINDS.get(kind)  # type: ignore[arg-type]
+    if cls is None:
+        raise ValueError(f"unknown event kind {kind!r}; expected one of {sorted(_KINDS)}")
+    if cls is StepMetrics:
+        records = data.get("records")
+        if not isinstance(records, list):
+            raise ValueError("step_metrics.records must be a list")
+        return StepMetrics(records=tuple(_build(StepRecord, r) for r in records))
+    return _build(cls, data)
+
+
+_SCHEMAS: dict[type, dict[str, tuple[tuple[type, ...], bool, bool]]] = {}
+
+
+def _schema(cls: type) -> dict[str, tuple[tuple[type, ...], bool, bool]]:
+    """field -> (accepted types, may be None, required), from the dataclass annotations."""
+    if cls not in _SCHEMAS:
+        hints = typing.get_type_hints(cls)
+        schema = {}
+        for f in fields(cls):
+            hint = hints[f.name]
+            union = typing.get_origin(hint) in (typing.Union, types_module.UnionType)
+            args = typing.get_args(hint) if union else (hint,)
+            optional = type(None) in args
+            types: tuple[type, ...] = tuple(
+                typing.get_origin(a) or a for a in args if a is not type(None)
+            )
+            if Any in types:
+                types = (object,)
+            if float in types:
+                types = (*types, int)  # JSON writes 2.0 as 2
+            required = f.default is MISSING and f.default_factory is MISSING
+            schema[f.name] = (types, optional, required)
+        _SCHEMAS[cls] = schema
+    return _SCHEMAS[cls]
+
+
+def _build(cls: type, data: Any) -> Any:
+    if not isinstance(data, dict):
+        raise ValueError(f"a {cls.__name__} is a JSON object, not a {type(data).__name__}")
+    values = {}
+    for name, (types, optional, required) in _schema(cls).items():
+        if name not in data:
+            if required:
+                raise ValueError(f"{cls.__name__}.{name} is missing")
+            continue
+        value = data[name]
+        if value is None and optional:
+            values[name] = value
+            continue
+        if (isinstance(value, bool) and bool not in types) or not isinstance(value, types):
+            raise ValueError(
+                f"{cls.__name__}.{name}={value!r} is a {type(value).__name__}, not "
+                f"{' or '.join(t.__name__ for t in types)}"
+            )
+        values[name] = value
+    return cls(**values)
