@@ -16,7 +16,7 @@ reported as verified; only ``hash_file`` / ``hash_bytes`` digests are. A run tra
 without a manifest has ``run.provenance is None``. Loads no torch.
 """
 
-from .plans._provenance import (
+from .runs._provenance import (
     Attempt,
     Comparison,
     Difference,

@@ -22,6 +22,7 @@ import torch
 
 from ..errors import ConfigError, PredictionValidationError
 from ..runs import FORMAT_VERSION, resolve_runs_root, writer_identity
+from ..runs._provenance import PROVENANCE_FILE, check_manifest, record_attempt
 from .checkpoint import NNCheckpoint
 from .collective import Collective, DistributedTrainStep
 from .data import (
@@ -34,6 +35,7 @@ from .data import (
     shuffles,
     tensor_digest,
 )
+from .drift import print_model_banner
 from .enums import Devices, RunStatus
 from .evaluate import evaluate, inference
 from .events import TrainingControl
@@ -350,10 +352,7 @@ class NNModel:
                     comp,
                     "each component must define state_dict() and load_state_dict()",
                 )
-        from ..plans._drift import print_banner  # torch-free; plans read what models fix
-        from ..plans._provenance import check_manifest
-
-        print_banner(self)
+        print_model_banner(self)
         pre = self._preflight(params, distributed, eval_step_fn)
         precision, task, root, resume, config = (
             pre.precision, pre.task, pre.root, pre.resume, pre.config
@@ -580,8 +579,6 @@ class NNModel:
         extra: dict[str, Any] = {}
         recorded = None
         if provenance is not None:
-            from ..plans._provenance import PROVENANCE_FILE, record_attempt
-
             recorded = record_attempt(provenance, run_id, started_at=now)
             extra[PROVENANCE_FILE] = recorded.to_json()
         parent = None if params.resume_from_run_id is None else params.resume_from_run_id

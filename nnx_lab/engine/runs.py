@@ -27,6 +27,7 @@ from ..runs import (
     run_id_for,
 )
 from ..runs._atomic import atomic_write_yaml
+from ..runs._provenance import read_provenance
 from .enums import RunStatus
 from .events import EpochEnded, Event, RunFinished, StepMetrics, StepRecord, event_from_json
 from .metrics import EDP
@@ -204,8 +205,6 @@ class NNRun:
         )
         if metadata.get("precision"):
             run.precision = ResolvedPrecision.from_record(metadata["precision"])
-        from ..plans._provenance import read_provenance  # torch-free, like this loader
-
         run.provenance = read_provenance(path, id)
         log = path / "metrics.jsonl"
         if log.is_file():

@@ -29,6 +29,8 @@ from ..runs import (
     run_dir,
     validate_run_id,
 )
+from ..runs._compare import ABSENT, compare_records
+from ..runs._drift_record import run_record
 from ._config import NNxLab
 from ._discovery import Discovery, RunsFolder, discover
 from ._files import (
@@ -458,8 +460,6 @@ class RunsService:
         between the first run and another, and whether it changes the run id."""
         if not 2 <= len(refs) <= MAX_COMPARED:
             raise ApiError(400, f"compare takes 2 to {MAX_COMPARED} runs, got {len(refs)}")
-        from ..plans import ABSENT, compare_records, record_of  # data code: no torch
-
         records = []
         runs = []
         for key, run_id in refs:
@@ -473,7 +473,7 @@ class RunsService:
                 except (FileRefused, OSError) as exc:
                     raise ApiError(409, f"run {run_id}: {_error_text(exc)}") from None
             try:
-                records.append(record_of(run_id, runs_root=folder.path))
+                records.append(run_record(run_id, runs_root=folder.path))
             except Exception as exc:  # a damaged record is named, not fatal
                 raise ApiError(409, f"run {run_id}: {_error_text(exc)}") from None
             runs.append({"folder": folder.key, "run_id": run_id, "label": folder.label})
