@@ -1,4 +1,5 @@
-"""The public surface, lazy imports and the engine's layering."""
+"""The public surface and lazy imports. The layers themselves are import-linter's
+contracts (pyproject.toml, run by the test command as `lint-imports`)."""
 
 from __future__ import annotations
 
@@ -153,43 +154,6 @@ def test_importing_nnx_lab_is_cheap_and_loads_no_torch():
     mods = _modules_after("import nnx_lab")
     assert "torch" not in mods
     assert "nnx_lab.engine.model" not in mods
-
-
-def test_the_run_format_reads_without_torch():
-    """The Jupyter server reads runs through nnx_lab.runs: it must not load torch."""
-    mods = _modules_after("import nnx_lab.runs, nnx_lab.engine.events")
-    assert "nnx_lab.runs._jsonl" in mods
-    assert "torch" not in mods
-
-
-def test_plans_and_provenance_import_without_torch():
-    """Comparing two runs' records (drift, provenance) is data code: the Jupyter server
-    uses it, so importing it must not load torch."""
-    mods = _modules_after("import nnx_lab.plans, nnx_lab.provenance")
-    assert "nnx_lab.plans._drift" in mods
-    assert "torch" not in mods
-
-
-@pytest.mark.parametrize(
-    "module",
-    [
-        "nnx_lab.plans",
-        "nnx_lab.plans._probe",
-        "nnx_lab.engine.model",
-        "nnx_lab.engine.resume",
-        "nnx_lab.engine.checkpoint",
-        "nnx_lab.engine.handlers",
-        "nnx_lab.engine.loop",
-        "nnx_lab.engine.streaming",
-        "nnx_lab.data",
-        "nnx_lab.calibration",
-        "nnx_lab.abstention",
-    ],
-)
-def test_the_engine_imports_no_jupyter_widget_or_plot_package(module):
-    mods = _modules_after(f"import {module}")
-    for banned in ("ipywidgets", "anywidget", "IPython", "plotly", "traitlets", "nnx_lab.widgets"):
-        assert banned not in mods, f"{module} imported {banned}"
 
 
 @pytest.mark.parametrize(
