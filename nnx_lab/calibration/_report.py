@@ -102,6 +102,17 @@ def _source(prediction: Any, calibrated: bool) -> tuple[PredictionResult, torch.
     )
 
 
+def _measured(
+    prediction: Any, y: Any, bins: Any, calibrated: bool, temperature: Any
+) -> tuple[dict[str, float | None], ReliabilityDiagram]:
+    bins = check_bins(bins)
+    temperature = _check_temperature(temperature, prediction)
+    raw, logits = _source(prediction, calibrated)
+    prediction_rows(raw, y)  # the targets' checks, with their messages
+    assert raw.spec is not None
+    return _measure(raw.spec, logits / temperature, y, bins)
+
+
 def reliability_diagram(
     prediction: Any,
     y: Any,
@@ -113,12 +124,7 @@ def reliability_diagram(
     """The reliability bins of a prediction: a ``CalibratedPrediction``'s calibrated
     probabilities unless ``calibrated=False``, or a raw prediction's logits divided by
     ``temperature`` (what a temperature slider shows)."""
-    bins = check_bins(bins)
-    temperature = _check_temperature(temperature, prediction)
-    raw, logits = _source(prediction, calibrated)
-    prediction_rows(raw, y)  # the targets' checks, with their messages
-    assert raw.spec is not None
-    return _measure(raw.spec, logits / temperature, y, bins)[1]
+    return _measured(prediction, y, bins, calibrated, temperature)[1]
 
 
 def calibration_metrics(
@@ -130,12 +136,7 @@ def calibration_metrics(
     temperature: float = 1.0,
 ) -> dict[str, float | None]:
     """``{"nll", "brier", "ece"}`` of a prediction (as ``reliability_diagram``)."""
-    bins = check_bins(bins)
-    temperature = _check_temperature(temperature, prediction)
-    raw, logits = _source(prediction, calibrated)
-    prediction_rows(raw, y)
-    assert raw.spec is not None
-    return _measure(raw.spec, logits / temperature, y, bins)[0]
+    return _measured(prediction, y, bins, calibrated, temperature)[0]
 
 
 @dataclass(frozen=True)
