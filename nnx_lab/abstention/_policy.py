@@ -1,8 +1,9 @@
-"""Choosing an abstention threshold on validation, saving it, and applying it (§2.19)."""
+"""The abstention policy (§2.19): a threshold chosen on validation
+(``select_threshold``), saved as JSON, and applied to new rows (``apply``, whose result
+and report are in ``_result``)."""
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -11,10 +12,13 @@ from typing import Any
 import numpy as np
 
 from ..errors import AbstentionError, ConfigError
-from ..runs._atomic import atomic_write_json
+from ..runs._document import DocumentType
 from ._bound import guaranteed_threshold
 from ._curve import RiskCoverageCurve, curve_from
 from ._inputs import check_kind, distribution, scores, targets, unique_ids
+
+# the package reads every name of abstention from this module
+from ._result import AbstentionReport, AbstentionResult, most_confident_mistakes
 
 __all__ = [
     "AbstentionError",
@@ -26,8 +30,7 @@ __all__ = [
     "select_threshold",
 ]
 
-FORMAT = "nnx_lab.abstention_policy"
-VERSION = 1
+FILE = DocumentType("nnx_lab.abstention_policy", 1, noun="a policy", redo="select and save again")
 EMPIRICAL_NOTE = (
     "the risk ceiling was met on the validation split; it is not guaranteed on new data"
 )
@@ -231,109 +234,6 @@ def select_threshold(
 
 
 @dataclass(frozen=True)
-class AbstentionReport:
-    """Coverage (accepted / total) and risk (wrong / accepted) on labelled rows.
-
-    With nothing accepted the risk is None and the status ``"no_accepted"``, not 0.
-    """
-
-    total: int
-    accepted: int
-    abstained: int
-    errors: int
-    coverage: float
-    risk: float | None
-    status: str  # "ok" | "no_accepted"
-    risk_ceiling: float
-
-    @property
-    def within_ceiling(self) -> bool | None:
-        return None if self.risk is None else self.risk <= self.risk_ceiling
-
-
-@dataclass(frozen=True)
-class AbstentionResult:
-    """Every row, accepted or abstained; abstained rows keep their prediction, their
-    distribution and the reason."""
-
-    sample_ids: np.ndarray
-    accepted: np.ndarray  # bool per row
-    scores: np.ndarray
-    predictions: np.ndarray  # argmax class index per row
-    probabilities: np.ndarray  # (N, C), as applied (calibrated when the policy is)
-    reasons: tuple[str | None, ...]
-    labels: tuple[str | int, ...] | None
-    kind: str
-    threshold: float
-    risk_ceiling: float
-
-    def __len__(self) -> int:
-        return int(self.accepted.shape[0])
-
-    @property
-    def accepted_ids(self) -> np.ndarray:
-        return self.sample_ids[self.accepted]
-
-    @property
-    def abstained_ids(self) -> np.ndarray:
-        return self.sample_ids[~self.accepted]
-
-    def predicted_labels(self) -> np.ndarray:
-        if self.labels is None:
-            raise ConfigError(
-                "labels", None, "the policy was applied without labels; pass labels=(...)"
-            )
-        names = np.empty(len(self.labels), dtype=object)
-        names[:] = list(self.labels)
-        return names[self.predictions]
-
-    def report(self, y: Any) -> AbstentionReport:
-        t = targets(y, len(self), self.probabilities.shape[1])
-        accepted = int(self.accepted.sum())
-        errors = int((self.predictions[self.accepted] != t[self.accepted]).sum())
-        return AbstentionReport(
-            total=len(self),
-            accepted=accepted,
-            abstained=len(self) - accepted,
-            errors=errors,
-            coverage=accepted / len(self),
-            risk=errors / accepted if accepted else None,
-            status="ok" if accepted else "no_accepted",
-            risk_ceiling=self.risk_ceiling,
-        )
-
-    def rows(self, y: Any = None, *, which: str = "all") -> list[dict[str, Any]]:
-        """Plain records (``which``: "all", "accepted" or "abstained"): id, prediction
-        (and its label), score, decision, reason, and the target when ``y`` is given."""
-        if which not in ("all", "accepted", "abstained"):
-            raise ConfigError("which", which, "use 'all', 'accepted' or 'abstained'")
-        t = None if y is None else targets(y, len(self), self.probabilities.shape[1])
-        keep = {
-            "all": np.ones(len(self), dtype=bool),
-            "accepted": self.accepted,
-            "abstained": ~self.accepted,
-        }[which]
-        out = []
-        for i in np.flatnonzero(keep):
-            row: dict[str, Any] = {
-                "sample_id": int(self.sample_ids[i]),
-                "prediction": int(self.predictions[i]),
-                "score": float(self.scores[i]),
-                "accepted": bool(self.accepted[i]),
-                "reason": self.reasons[i],
-            }
-            if self.labels is not None:
-                row["predicted_label"] = self.labels[int(self.predictions[i])]
-            if t is not None:
-                row["target"] = int(t[i])
-                row["correct"] = bool(t[i] == self.predictions[i])
-                if self.labels is not None:
-                    row["target_label"] = self.labels[int(t[i])]
-            out.append(row)
-        return out
-
-
-@dataclass(frozen=True)
 class AbstentionPolicy:
     """A threshold on a confidence score, with what it was chosen on."""
 
@@ -364,8 +264,7 @@ class AbstentionPolicy:
     # -- files --------------------------------------------------------------------------------
     def to_json(self) -> dict[str, Any]:
         return {
-            "format": FORMAT,
-            "version": VERSION,
+            **FILE.header(),
             "kind": self.kind,
             "threshold": self.threshold,
             "risk_ceiling": self.risk_ceiling,
@@ -383,40 +282,12 @@ class AbstentionPolicy:
 
     def save(self, path: str | Path) -> Path:
         """Write the policy as JSON, atomically."""
-        path = Path(path)
-        if path.is_dir():
-            raise ConfigError("path", str(path), "name a file, not a folder")
-        if not path.parent.is_dir():
-            raise ConfigError(
-                "path", str(path), f"the folder {path.parent} does not exist; create it first"
-            )
-        atomic_write_json(path, self.to_json())
-        return path
+        return FILE.save(path, self.to_json())
 
     @classmethod
     def load(cls, path: str | Path) -> AbstentionPolicy:
         """Read a saved policy; every field is checked (a tampered file is refused)."""
-        path = Path(path)
-
-        def bad(key: str, value: Any) -> ConfigError:
-            return ConfigError(
-                f"{path}: {key}",
-                value,
-                "this is not a policy nnx_lab saved, or it was altered; select and save again",
-            )
-
-        try:
-            data = json.loads(path.read_text())
-        except FileNotFoundError:
-            raise ConfigError(
-                "path", str(path), "no such file; pass the path save() wrote"
-            ) from None
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise bad("content", f"not JSON ({exc})") from None
-        if not isinstance(data, dict) or data.get("format") != FORMAT:
-            raise bad("format", data.get("format") if isinstance(data, dict) else data)
-        if data.get("version") != VERSION:
-            raise bad("version", data.get("version"))
+        data = FILE.load(path)
         try:
             kind, threshold = data["kind"], data["threshold"]
             ceiling, n_classes, labels = data["risk_ceiling"], data["n_classes"], data["labels"]
@@ -426,43 +297,43 @@ class AbstentionPolicy:
             calibrated, temperature = calibration["calibrated"], calibration["temperature"]
             guarantee = data["guarantee"]
         except (KeyError, TypeError) as exc:
-            raise bad(str(exc.args[0]) if exc.args else "content", "missing") from None
+            raise FILE.error(path, str(exc.args[0]) if exc.args else "content", "missing") from None
         if kind not in ("max_probability", "margin"):
-            raise bad("kind", kind)
+            raise FILE.error(path, "kind", kind)
         if (
             isinstance(threshold, bool)
             or not isinstance(threshold, int | float)
             or not math.isfinite(threshold)
             or not 0 <= threshold <= 1
         ):
-            raise bad("threshold", threshold)
+            raise FILE.error(path, "threshold", threshold)
         if (
             isinstance(ceiling, bool)
             or not isinstance(ceiling, int | float)
             or not 0 <= ceiling <= 1
         ):
-            raise bad("risk_ceiling", ceiling)
+            raise FILE.error(path, "risk_ceiling", ceiling)
         if isinstance(n_classes, bool) or not isinstance(n_classes, int) or n_classes < 2:
-            raise bad("n_classes", n_classes)
+            raise FILE.error(path, "n_classes", n_classes)
         if labels is not None and (not isinstance(labels, list) or len(labels) != n_classes):
-            raise bad("labels", labels)
+            raise FILE.error(path, "labels", labels)
         if not isinstance(calibrated, bool):
-            raise bad("calibration.calibrated", calibrated)
+            raise FILE.error(path, "calibration.calibrated", calibrated)
         if calibrated and (
             isinstance(temperature, bool)
             or not isinstance(temperature, int | float)
             or not temperature > 0
         ):
-            raise bad("calibration.temperature", temperature)
+            raise FILE.error(path, "calibration.temperature", temperature)
         if not isinstance(split_id, str) or not isinstance(validation, dict):
-            raise bad("splits.validation", split_id)
+            raise FILE.error(path, "splits.validation", split_id)
         level = bound = None
         if guarantee is not None:
             if not isinstance(guarantee, dict):
-                raise bad("guarantee", guarantee)
+                raise FILE.error(path, "guarantee", guarantee)
             level, bound = guarantee.get("level"), guarantee.get("risk_bound")
             if not isinstance(level, float) or not 0 < level < 1:
-                raise bad("guarantee.level", level)
+                raise FILE.error(path, "guarantee.level", level)
         return cls(
             kind=kind,
             threshold=float(threshold),
@@ -558,39 +429,3 @@ class AbstentionPolicy:
             threshold=self.threshold,
             risk_ceiling=self.risk_ceiling,
         )
-
-
-def most_confident_mistakes(
-    probabilities: Any,
-    y: Any,
-    *,
-    k: int = 10,
-    kind: str = "max_probability",
-    sample_ids: Any = None,
-    labels: Any = None,
-) -> list[dict[str, Any]]:
-    """The ``k`` wrong predictions with the highest scores, most confident first."""
-    if isinstance(k, bool) or not isinstance(k, int) or k < 0:
-        raise ConfigError("k", k, "pass a number of rows >= 0")
-    kind = check_kind(kind)
-    dist = distribution(probabilities, labels)
-    p = dist.probabilities
-    t = targets(y, p.shape[0], p.shape[1])
-    ids = unique_ids(sample_ids, dist)
-    score, pred = scores(p, kind), p.argmax(1)
-    wrong = np.flatnonzero(pred != t)
-    top = wrong[np.argsort(-score[wrong], kind="stable")[:k]]
-    out = []
-    for i in top:
-        row: dict[str, Any] = {
-            "sample_id": int(ids[i]),
-            "target": int(t[i]),
-            "prediction": int(pred[i]),
-            "score": float(score[i]),
-            "probability_of_target": float(p[i, t[i]]),
-        }
-        if dist.labels is not None:
-            row["target_label"] = dist.labels[int(t[i])]
-            row["predicted_label"] = dist.labels[int(pred[i])]
-        out.append(row)
-    return out

@@ -4,29 +4,26 @@ applied; saved as JSON (atomically), never pickled."""
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-import numpy as np
 import torch
 
 from ..engine.data import tensor_digest
-from ..engine.probabilities import PredictionResult, ProbabilitySpec, prediction_from_logits
+from ..engine.probabilities import ProbabilitySpec, prediction_from_logits
 from ..errors import ConfigError
-from ..runs._atomic import atomic_write_json
+from ..runs._document import DocumentType
 from ._inputs import check_overrides, check_prediction, check_text
-
-if TYPE_CHECKING:
-    from ._fit import TemperatureFit
-    from ._report import CalibrationReport
+from ._prediction import CalibratedPrediction
+from ._report import CalibrationReport, check_bins, report_calibrated
 
 __all__ = ["CalibratedPrediction", "TemperatureCalibrator", "model_fingerprint"]
 
-FORMAT = "nnx_lab.temperature_calibrator"
-VERSION = 1
+FILE = DocumentType(
+    "nnx_lab.temperature_calibrator", 1, noun="a calibrator", redo="fit and save again"
+)
 DISJOINTNESS = (
     "declared by split ids only: nnx_lab cannot verify that the calibration rows are "
     "disjoint from the training and test rows"
@@ -46,61 +43,6 @@ def model_fingerprint(model: Any) -> str:
         h.update(name.encode())
         tensor_digest(h, tensor)
     return f"sha256:{h.hexdigest()}"
-
-
-@dataclass(frozen=True)
-class CalibratedPrediction:
-    """Raw and calibrated probabilities of the same rows, in the same label order.
-
-    ``decoded`` is the raw prediction's: a positive temperature never changes the
-    argmax (or the sign of a logit). ``overrides`` lists the checks that were overridden
-    to produce it.
-    """
-
-    logits: torch.Tensor
-    probabilities: torch.Tensor
-    calibrated_logits: torch.Tensor
-    calibrated_probabilities: torch.Tensor
-    decoded: torch.Tensor
-    spec: ProbabilitySpec
-    sample_ids: np.ndarray
-    temperature: float
-    model_id: str
-    overrides: tuple[str, ...] = ()
-
-    def __len__(self) -> int:
-        return int(self.logits.shape[0])
-
-    @property
-    def raw(self) -> PredictionResult:
-        return PredictionResult(
-            self.logits, self.probabilities, self.decoded, self.spec, self.sample_ids
-        )
-
-    @property
-    def calibrated(self) -> PredictionResult:
-        return PredictionResult(
-            self.calibrated_logits,
-            self.calibrated_probabilities,
-            self.decoded,
-            self.spec,
-            self.sample_ids,
-        )
-
-    @property
-    def class_indices(self) -> torch.Tensor:
-        return self.raw.class_indices
-
-    def decoded_labels(self) -> np.ndarray:
-        return self.raw.decoded_labels()
-
-
-def _file_error(path: Path, key: str, value: Any, fix: str | None = None) -> ConfigError:
-    return ConfigError(
-        f"{path}: {key}",
-        value,
-        fix or "this is not a calibrator nnx_lab saved, or it was altered; fit and save again",
-    )
 
 
 @dataclass(frozen=True)
@@ -140,7 +82,8 @@ class TemperatureCalibrator:
             )
 
     @classmethod
-    def from_fit(cls, fit: TemperatureFit) -> TemperatureCalibrator:
+    def from_fit(cls, fit: Any) -> TemperatureCalibrator:
+        """The calibrator of a fitted ``TemperatureFit`` (what ``fit.require()`` gives)."""
         assert fit.temperature is not None
         assert fit.nll_after is not None
         return cls(
@@ -166,8 +109,7 @@ class TemperatureCalibrator:
     # -- files --------------------------------------------------------------------------------
     def to_json(self) -> dict[str, Any]:
         return {
-            "format": FORMAT,
-            "version": VERSION,
+            **FILE.header(),
             "temperature": self.temperature,
             "spec": self.spec.state(),
             "n_outputs": self.n_outputs,
@@ -189,45 +131,18 @@ class TemperatureCalibrator:
     def save(self, path: str | Path) -> Path:
         """Write the calibrator as JSON, atomically (the old file or the new one, never
         a partial one)."""
-        path = Path(path)
-        if path.is_dir():
-            raise ConfigError("path", str(path), "name a file, not a folder")
-        if not path.parent.is_dir():
-            raise ConfigError(
-                "path", str(path), f"the folder {path.parent} does not exist; create it first"
-            )
-        atomic_write_json(path, self.to_json())
-        return path
+        return FILE.save(path, self.to_json())
 
     @classmethod
     def load(cls, path: str | Path) -> TemperatureCalibrator:
         """Read a saved calibrator; every field is checked (a tampered file is refused)."""
-        path = Path(path)
-        try:
-            data = json.loads(path.read_text())
-        except FileNotFoundError:
-            raise ConfigError(
-                "path", str(path), "no such file; pass the path save() wrote"
-            ) from None
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise _file_error(path, "content", f"not JSON ({exc})") from None
-        if not isinstance(data, dict):
-            raise _file_error(path, "content", type(data).__name__)
-        if data.get("format") != FORMAT:
-            raise _file_error(path, "format", data.get("format"))
-        if data.get("version") != VERSION:
-            raise _file_error(
-                path,
-                "version",
-                data.get("version"),
-                f"this nnx_lab reads version {VERSION}; refit with this version",
-            )
+        data = FILE.load(path)
         try:
             spec = ProbabilitySpec.from_state(data["spec"])
         except KeyError:
-            raise _file_error(path, "spec", "missing") from None
+            raise FILE.error(path, "spec", "missing") from None
         except ValueError as exc:
-            raise _file_error(path, "spec", str(exc)) from None
+            raise FILE.error(path, "spec", str(exc)) from None
         try:
             splits, fit = data["splits"], data["fit"]
             fields = {
@@ -243,21 +158,21 @@ class TemperatureCalibrator:
                 "iterations": fit["iterations"],
             }
         except KeyError as exc:
-            raise _file_error(path, str(exc.args[0]), "missing") from None
+            raise FILE.error(path, str(exc.args[0]), "missing") from None
         except TypeError as exc:
-            raise _file_error(path, "content", str(exc)) from None
+            raise FILE.error(path, "content", str(exc)) from None
         for key in ("model_id", "split_id"):
             if not isinstance(fields[key], str) or not fields[key]:
-                raise _file_error(path, key, fields[key])
+                raise FILE.error(path, key, fields[key])
         for key in ("train_split_id", "test_split_id"):
             if fields[key] is not None and not isinstance(fields[key], str):
-                raise _file_error(path, key, fields[key])
+                raise FILE.error(path, key, fields[key])
         for key in ("rows", "iterations", "n_outputs"):
             if isinstance(fields[key], bool) or not isinstance(fields[key], int):
-                raise _file_error(path, key, fields[key])
+                raise FILE.error(path, key, fields[key])
         for key in ("nll_before", "nll_after"):
             if isinstance(fields[key], bool) or not isinstance(fields[key], int | float):
-                raise _file_error(path, key, fields[key])
+                raise FILE.error(path, key, fields[key])
         try:
             return cls(
                 kind=spec.kind,
@@ -267,7 +182,7 @@ class TemperatureCalibrator:
                 **fields,
             )
         except ConfigError as exc:
-            raise _file_error(path, exc.field.split(".")[-1], exc.value) from exc
+            raise FILE.error(path, exc.field.split(".")[-1], exc.value) from exc
 
     # -- applying -----------------------------------------------------------------------------
     def _checked(self, prediction: Any, model_id: Any, override: Any) -> tuple[Any, tuple]:
@@ -361,6 +276,15 @@ class TemperatureCalibrator:
     ) -> CalibrationReport:
         """NLL, Brier and ECE (``bins`` equal-width bins) before and after, on a held-out
         split (neither the calibration nor the training split)."""
-        from ._report import build_report
-
-        return build_report(self, prediction, y, model_id, split_id, override, bins)
+        split_id = check_text(split_id, "split_id")  # type: ignore[assignment]
+        for name, taken in (("split_id", self.split_id), ("train_split_id", self.train_split_id)):
+            if split_id == taken:
+                raise ConfigError(
+                    "split_id",
+                    split_id,
+                    f"the calibrator was fitted with {name}={taken!r}; report on a held-out "
+                    "split (e.g. the test split)",
+                )
+        bins = check_bins(bins)
+        calibrated = self.transform(prediction, model_id=model_id, override=override)
+        return report_calibrated(calibrated, y, split_id, self.split_id, bins)

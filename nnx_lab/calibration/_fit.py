@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 
 from ..errors import CalibrationFitError, ConfigError
+from ._calibrator import TemperatureCalibrator
 from ._inputs import (
     Rows,
     check_prediction,
@@ -26,9 +27,6 @@ from ._inputs import (
     check_text,
     prediction_rows,
 )
-
-if TYPE_CHECKING:
-    from ._calibrator import TemperatureCalibrator
 
 __all__ = ["CalibrationFitError", "TemperatureFit", "fit_temperature"]
 
@@ -65,8 +63,6 @@ class TemperatureFit:
         return self.status == "fitted"
 
     def require(self) -> TemperatureCalibrator:
-        from ._calibrator import TemperatureCalibrator
-
         if not self.ok:
             raise CalibrationFitError(self.reason or "unknown", self)
         return TemperatureCalibrator.from_fit(self)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
@@ -13,12 +13,17 @@ from ..data.metrics import MetricSpec, reliability_edges
 from ..data.streaming import StreamingMetrics
 from ..engine.probabilities import PredictionResult, ProbabilitySpec
 from ..errors import ConfigError
-from ._inputs import check_text, prediction_rows
+from ._inputs import prediction_rows
+from ._prediction import CalibratedPrediction
 
-if TYPE_CHECKING:
-    from ._calibrator import TemperatureCalibrator
-
-__all__ = ["CalibrationReport", "ReliabilityDiagram", "calibration_metrics", "reliability_diagram"]
+__all__ = [
+    "CalibrationReport",
+    "ReliabilityDiagram",
+    "calibration_metrics",
+    "check_bins",
+    "reliability_diagram",
+    "report_calibrated",
+]
 
 
 @dataclass(frozen=True)
@@ -53,7 +58,7 @@ def _check_temperature(temperature: Any, prediction: Any) -> float:
     return float(temperature)
 
 
-def _check_bins(bins: Any) -> int:
+def check_bins(bins: Any) -> int:
     if isinstance(bins, bool) or not isinstance(bins, int) or not 1 <= bins <= 10_000:
         raise ConfigError("bins", bins, "pass an integer number of bins in [1, 10000]")
     return bins
@@ -97,6 +102,17 @@ def _source(prediction: Any, calibrated: bool) -> tuple[PredictionResult, torch.
     )
 
 
+def _measured(
+    prediction: Any, y: Any, bins: Any, calibrated: bool, temperature: Any
+) -> tuple[dict[str, float | None], ReliabilityDiagram]:
+    bins = check_bins(bins)
+    temperature = _check_temperature(temperature, prediction)
+    raw, logits = _source(prediction, calibrated)
+    prediction_rows(raw, y)  # the targets' checks, with their messages
+    assert raw.spec is not None
+    return _measure(raw.spec, logits / temperature, y, bins)
+
+
 def reliability_diagram(
     prediction: Any,
     y: Any,
@@ -108,12 +124,7 @@ def reliability_diagram(
     """The reliability bins of a prediction: a ``CalibratedPrediction``'s calibrated
     probabilities unless ``calibrated=False``, or a raw prediction's logits divided by
     ``temperature`` (what a temperature slider shows)."""
-    bins = _check_bins(bins)
-    temperature = _check_temperature(temperature, prediction)
-    raw, logits = _source(prediction, calibrated)
-    prediction_rows(raw, y)  # the targets' checks, with their messages
-    assert raw.spec is not None
-    return _measure(raw.spec, logits / temperature, y, bins)[1]
+    return _measured(prediction, y, bins, calibrated, temperature)[1]
 
 
 def calibration_metrics(
@@ -125,12 +136,7 @@ def calibration_metrics(
     temperature: float = 1.0,
 ) -> dict[str, float | None]:
     """``{"nll", "brier", "ece"}`` of a prediction (as ``reliability_diagram``)."""
-    bins = _check_bins(bins)
-    temperature = _check_temperature(temperature, prediction)
-    raw, logits = _source(prediction, calibrated)
-    prediction_rows(raw, y)
-    assert raw.spec is not None
-    return _measure(raw.spec, logits / temperature, y, bins)[0]
+    return _measured(prediction, y, bins, calibrated, temperature)[0]
 
 
 @dataclass(frozen=True)
@@ -193,36 +199,22 @@ def _fmt(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.4f}"
 
 
-def build_report(
-    calibrator: TemperatureCalibrator,
-    prediction: Any,
+def report_calibrated(
+    calibrated: CalibratedPrediction,
     y: Any,
-    model_id: Any,
-    split_id: Any,
-    override: Any,
-    bins: Any,
+    split_id: str,
+    calibration_split_id: str,
+    bins: int,
 ) -> CalibrationReport:
-    split_id = check_text(split_id, "split_id")
-    for name, taken in (
-        ("split_id", calibrator.split_id),
-        ("train_split_id", calibrator.train_split_id),
-    ):
-        if split_id == taken:
-            raise ConfigError(
-                "split_id",
-                split_id,
-                f"the calibrator was fitted with {name}={taken!r}; report on a held-out split "
-                "(e.g. the test split)",
-            )
-    bins = _check_bins(bins)
-    calibrated = calibrator.transform(prediction, model_id=model_id, override=override)
+    """The report of a calibrator's ``calibrated`` prediction on the held-out split
+    ``split_id`` (the calibrator checks that it is one)."""
     rows = prediction_rows(calibrated.raw, y)
     before, diagram_before = _measure(calibrated.spec, calibrated.logits, y, bins)
     after, diagram_after = _measure(calibrated.spec, calibrated.calibrated_logits, y, bins)
     return CalibrationReport(
-        split_id=split_id,  # type: ignore[arg-type]
+        split_id=split_id,
         rows=int(rows.y.shape[0]),
-        temperature=calibrator.temperature,
+        temperature=calibrated.temperature,
         model_id=calibrated.model_id,
         overrides=calibrated.overrides,
         bins=bins,
@@ -230,5 +222,5 @@ def build_report(
         after=after,
         reliability_before=diagram_before,
         reliability_after=diagram_after,
-        calibration_split_id=calibrator.split_id,
+        calibration_split_id=calibration_split_id,
     )

@@ -12,17 +12,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import torch
 
 from ..errors import ConfigError, DataError
-from .metrics import (
-    KINDS,
-    FinalizeContext,
-    MetricBatch,
-    MetricSpec,
-    statistic_for,
-)
+from ._stream_inputs import Declared, as_tensor, shape_batch
+from .metrics import KINDS, FinalizeContext, MetricBatch, MetricSpec, statistic_for
 
 __all__ = ["MetricsResult", "StreamingMetrics"]
 
@@ -42,23 +36,6 @@ class MetricsResult:
 
     def __getitem__(self, key: str) -> float | None:
         return self.values[key]
-
-
-def _acc_dtype(device: torch.device) -> torch.dtype:
-    return torch.float32 if device.type == "mps" else torch.float64  # MPS has no float64
-
-
-def _as_tensor(value: Any, field: str, device: torch.device | None) -> torch.Tensor:
-    if isinstance(value, np.ndarray):
-        value = torch.from_numpy(value)
-    elif isinstance(value, list | tuple):
-        value = torch.as_tensor(value)
-    if not isinstance(value, torch.Tensor):
-        raise DataError(
-            field, f"a {type(value).__name__} is not a tensor", "pass a tensor or a NumPy array"
-        )
-    value = value.detach()
-    return value if device is None else value.to(device, non_blocking=True)
 
 
 class StreamingMetrics:
@@ -147,11 +124,18 @@ class StreamingMetrics:
             "ignore_index": self.ignore_index,
         }
 
-    def _needs(self) -> set[str]:
+    def _declared(self) -> Declared:
         needs: set[str] = set()
         for name, _ in self._stat_keys.values():
             needs |= statistic_for(name).needs
-        return needs
+        return Declared(
+            self.kind,
+            self.specs,
+            frozenset(needs),
+            self.class_axis,
+            self.ignore_index,
+            self.n_classes,
+        )
 
     # -- update -------------------------------------------------------------------------------
     def update(
@@ -181,9 +165,9 @@ class StreamingMetrics:
                 None,
             )
             device = first.device if first is not None else torch.device("cpu")
-        y = _as_tensor(targets, "targets", device)
+        y = as_tensor(targets, "targets", device)
         given = {
-            name: _as_tensor(v, name, device)
+            name: as_tensor(v, name, device)
             for name, v in (
                 ("logits", logits),
                 ("probabilities", probabilities),
@@ -192,24 +176,40 @@ class StreamingMetrics:
             )
             if v is not None
         }
-        batch = self._batch(y, given)
+        shaped = shape_batch(self._declared(), y, given)
+        batch = shaped.batch
+        self.n_classes = shaped.n_classes
         self.device = device
-        self._add_counters(batch, given)
+        self._add_counters(batch, given, shaped.bad_targets)
         for key in dict.fromkeys(self._stat_keys.values()):
             name, options = key
             stat = statistic_for(name)
             contribution = stat.compute(batch, dict(options))
             if stat.reduce == "sum":
-                sums = self._sums.get(key)
-                if sums is None:
-                    self._sums[key] = {k: v.clone() for k, v in contribution.items()}
-                else:
-                    for k, v in contribution.items():
-                        sums[k] += v
+                self._add_sums(key, contribution)
             else:
                 parts = self._parts.setdefault(key, {k: [] for k in contribution})
                 for k, v in contribution.items():
                     parts[k].append(v)
+
+    def _add_sums(self, key: tuple[str, tuple], tensors: dict[str, torch.Tensor]) -> None:
+        sums = self._sums.get(key)
+        if sums is None:
+            self._sums[key] = {k: v.clone() for k, v in tensors.items()}
+        else:
+            for k, v in tensors.items():
+                sums[k] += v
+
+    def _add_counts(
+        self, valid: torch.Tensor, bad_targets: torch.Tensor, bad_inputs: torch.Tensor
+    ) -> None:
+        """Add rows scored, targets out of range and bad inputs (0-d, on the device)."""
+        if self._valid is None:
+            self._valid, self._bad_targets, self._bad_inputs = valid, bad_targets, bad_inputs
+        else:
+            self._valid = self._valid + valid
+            self._bad_targets = self._bad_targets + bad_targets
+            self._bad_inputs = self._bad_inputs + bad_inputs
 
     def _from_prediction(self, prediction: Any, logits: Any, decoded: Any, values: Any):
         if logits is not None or decoded is not None or values is not None:
@@ -237,153 +237,16 @@ class StreamingMetrics:
         chosen = calibrated if calibrated is not None else prediction.logits
         return chosen, prediction.decoded, None
 
-    def _rows_of(self, t: torch.Tensor, name: str) -> torch.Tensor:
-        """Move the class axis last and flatten to ``(M, K)``."""
-        ndim = t.ndim
-        axis = self.class_axis + ndim if self.class_axis < 0 else self.class_axis
-        if ndim < 2 or not 0 < axis < ndim:
-            raise DataError(
-                name,
-                f"has shape {tuple(t.shape)}, with no class axis {self.class_axis}",
-                "pass (rows, classes) outputs, or set class_axis",
-            )
-        return torch.movedim(t, axis, -1).reshape(-1, t.shape[axis])
-
-    def _batch(self, y: torch.Tensor, given: dict[str, torch.Tensor]) -> MetricBatch:
-        needs = self._needs()
-        kind = self.kind
-        dtype = _acc_dtype(y.device)
-        if kind == "regression":
-            v = given.get("values", given.get("logits"))
-            if v is None:
-                raise DataError(
-                    "StreamingMetrics.update",
-                    "no values= (or logits=) for regression metrics",
-                    "pass the model's continuous outputs as values=",
-                )
-            width = v.shape[-1] if v.ndim > 1 else 1
-            if y.numel() != v.numel():
-                raise DataError(
-                    "targets",
-                    f"have {y.numel()} elements for values of shape {tuple(v.shape)}",
-                    "pass one target per predicted value",
-                )
-            if self.n_classes is not None and width != self.n_classes:
-                raise DataError(
-                    "values",
-                    f"a batch with {width} outputs after batches with {self.n_classes}",
-                    "keep the outputs the same width in every batch",
-                )
-            self.n_classes = width
-            v = v.reshape(-1, width)
-            yf = y.reshape(-1, width).to(dtype)
-            valid = torch.isfinite(yf)
-            return MetricBatch(
-                kind,
-                torch.where(valid, yf, torch.zeros_like(yf)),
-                valid,
-                width,
-                values=v,
-                dtype=dtype,
-            )
-        scored = given.get("logits", given.get("probabilities"))
-        if needs - {"labels"} and scored is None:
-            wanting = [s.name for s in self.specs if s.info.input == "probabilities"]
-            raise DataError(
-                "StreamingMetrics.update",
-                f"{', '.join(wanting)} need probabilities, and neither logits= nor "
-                "probabilities= was passed",
-                "pass logits= (preferred) or probabilities=",
-            )
-        if scored is None and "decoded" not in given:
-            raise DataError(
-                "StreamingMetrics.update",
-                "no predictions were passed",
-                "pass logits=, probabilities= or decoded=",
-            )
-        flat: dict[str, torch.Tensor] = {}
-        for name in ("logits", "probabilities"):
-            if name in given:
-                if not given[name].is_floating_point():
-                    raise DataError(name, f"has dtype {given[name].dtype}", "pass float outputs")
-                flat[name] = self._rows_of(given[name], name)
-        k = next(iter(flat.values())).shape[1] if flat else None
-        if "decoded" in given:
-            d = given["decoded"]
-            if kind == "categorical":
-                flat["decoded"] = d.reshape(-1)
-            else:
-                flat["decoded"] = self._rows_of(d, "decoded") if d.ndim > 1 else d.reshape(-1, 1)
-                k = flat["decoded"].shape[1] if k is None else k
-        if k is None:
-            k = self.n_classes
-            if k is None:
-                raise DataError(
-                    "StreamingMetrics.update",
-                    "decoded labels alone do not say how many classes there are",
-                    "pass logits= or probabilities= too, or build the metrics from a "
-                    "ProbabilitySpec with labels",
-                )
-        if self.n_classes is not None and k != self.n_classes:
-            raise DataError(
-                "StreamingMetrics.update",
-                f"a batch with {k} classes after batches (or labels) with {self.n_classes}",
-                "keep the class axis the same size in every batch",
-            )
-        rows = next(iter(flat.values())).shape[0]
-        for name, t in flat.items():
-            if t.shape[0] != rows:
-                raise DataError(name, f"has {t.shape[0]} rows, not {rows}", "align the inputs")
-        if kind == "categorical":
-            if y.is_floating_point() or y.dtype == torch.bool:
-                raise DataError(
-                    "targets", f"have dtype {y.dtype}", "pass integer class indices (torch.long)"
-                )
-            if y.numel() != rows:
-                raise DataError(
-                    "targets",
-                    f"have {y.numel()} elements for {rows} predicted rows",
-                    "pass one class index per row (the outputs' shape without the class axis)",
-                )
-            yl = y.reshape(-1).long()
-            valid = yl != (self.ignore_index if self.ignore_index is not None else -(2**62))
-            in_range = (yl >= 0) & (yl < k)
-            bad = valid & ~in_range
-            valid = valid & in_range
-            targets = torch.where(valid, yl, torch.zeros_like(yl))
-        else:
-            if y.numel() != rows * k:
-                raise DataError(
-                    "targets",
-                    f"have {y.numel()} elements for {rows} rows of {k} outputs",
-                    "pass one 0/1 target per output",
-                )
-            yf = self._rows_of(y, "targets") if y.ndim > 1 and y.shape != (rows, k) else y
-            yf = yf.reshape(rows, k).to(dtype)
-            valid = torch.isfinite(yf)
-            bad = valid & (yf != 0) & (yf != 1)
-            valid = valid & ~bad
-            targets = torch.where(valid, yf, torch.zeros_like(yf))
-        self.n_classes = k
-        batch = MetricBatch(
-            kind,
-            targets,
-            valid,
-            k,
-            logits=flat.get("logits"),
-            probabilities=flat.get("probabilities"),
-            decoded=flat.get("decoded"),
-            dtype=dtype,
-        )
-        batch.bad_targets = bad.sum(dtype=dtype)  # type: ignore[attr-defined]
-        return batch
-
-    def _add_counters(self, batch: MetricBatch, given: dict[str, torch.Tensor]) -> None:
+    def _add_counters(
+        self,
+        batch: MetricBatch,
+        given: dict[str, torch.Tensor],
+        bad_targets: torch.Tensor | None,
+    ) -> None:
         dtype = batch.dtype
         valid = batch.valid.sum(dtype=dtype)
-        bad_targets = getattr(
-            batch, "bad_targets", torch.zeros((), dtype=dtype, device=valid.device)
-        )
+        if bad_targets is None:
+            bad_targets = torch.zeros((), dtype=dtype, device=valid.device)
         bad_inputs = torch.zeros((), dtype=dtype, device=valid.device)
         for name in ("logits", "probabilities", "values"):
             t = given.get(name)
@@ -393,12 +256,7 @@ class StreamingMetrics:
                     bad = bad | (t < 0) | (t > 1)
                 bad_inputs = bad_inputs + bad.sum(dtype=dtype)
         self.rows += int(batch.targets.numel())
-        if self._valid is None:
-            self._valid, self._bad_targets, self._bad_inputs = valid, bad_targets, bad_inputs
-        else:
-            self._valid = self._valid + valid
-            self._bad_targets = self._bad_targets + bad_targets
-            self._bad_inputs = self._bad_inputs + bad_inputs
+        self._add_counts(valid, bad_targets, bad_inputs)
 
     # -- merge --------------------------------------------------------------------------------
     def merge(self, other: StreamingMetrics) -> StreamingMetrics:
@@ -434,20 +292,9 @@ class StreamingMetrics:
         for src in (self, other):
             if src._valid is None:
                 continue
-            counters = [t.to(dev) for t in (src._valid, src._bad_targets, src._bad_inputs)]
-            if out._valid is None:
-                out._valid, out._bad_targets, out._bad_inputs = counters
-            else:
-                out._valid = out._valid + counters[0]
-                out._bad_targets = out._bad_targets + counters[1]
-                out._bad_inputs = out._bad_inputs + counters[2]
+            out._add_counts(*(t.to(dev) for t in (src._valid, src._bad_targets, src._bad_inputs)))
             for key, sums in src._sums.items():
-                target = out._sums.get(key)
-                if target is None:
-                    out._sums[key] = {k: v.to(dev).clone() for k, v in sums.items()}
-                else:
-                    for k, v in sums.items():
-                        target[k] += v.to(dev)
+                out._add_sums(key, {k: v.to(dev) for k, v in sums.items()})
             for key, parts in src._parts.items():
                 target_parts = out._parts.setdefault(key, {k: [] for k in parts})
                 for k, v in parts.items():

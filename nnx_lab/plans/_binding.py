@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import json
 import textwrap
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from ._drift import ABSENT
-from ._fields import TOGGLES, plan_fields
+from ._fields import EARLY_STOPPING, TOGGLES, plan_fields
 from ._problems import json_safe
+from ._sources import Source
 
-__all__ = ["Binding", "BindingReport", "build_binding_report"]
+__all__ = ["Binding", "BindingReport", "build_binding_report", "plan_binding"]
 
 DEFAULT, PLAN, CALL = "default", "plan", "call"
 
@@ -134,6 +136,31 @@ def build_binding_report(
             value, source, via = f.default, DEFAULT, "library default"
         rows.append(Binding(f.path, value, source, via, f.default, plan, call, f.in_run_id))
     return BindingReport(tuple(rows), tuple(objects))
+
+
+def plan_binding(
+    values: Mapping[str, Any],
+    sources: Mapping[str, str],
+    overrides: Mapping[str, Any],
+    data: tuple[Source | None, Source | None],
+    callbacks: tuple[Source, ...],
+    extra_callbacks: Iterable[Any] = (),
+) -> BindingReport:
+    """The report of a plan's fit: its values and per-call ``overrides``, and its
+    objects (data sources, early stopping, its callbacks, then the fit's own)."""
+    objects = []
+    for role, src in zip(("data.train", "data.val"), data, strict=True):
+        if src is not None:
+            objects.append((role, src.describe(), src.via))
+    if values.get(EARLY_STOPPING):
+        objects.append(
+            ("callbacks", "EarlyStopping (a fresh one per fit)", sources[EARLY_STOPPING])
+        )
+    for cb in callbacks:
+        objects.append(("callbacks", cb.describe(), cb.via))
+    for cb in extra_callbacks:
+        objects.append(("callbacks", f"{type(cb).__qualname__} instance", "fit(callbacks=...)"))
+    return build_binding_report(dict(values), dict(sources), dict(overrides), objects)
 
 
 def _on(toggle: str, values: dict[str, Any], overrides: dict[str, Any]) -> bool:

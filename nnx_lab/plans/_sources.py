@@ -15,7 +15,7 @@ from typing import Any
 
 from ._refs import code_record
 
-__all__ = ["CallbackSource", "DataSource", "callback_source", "data_source", "takes_no_arguments"]
+__all__ = ["Source", "callback_source", "data_source", "takes_no_arguments"]
 
 
 def takes_no_arguments(fn: Any) -> bool | None:
@@ -34,14 +34,25 @@ def _name(obj: Any) -> str:
     return f"{target.__module__}.{target.__qualname__}"
 
 
+# how a binding report describes each: by what it holds and how the plan holds it
+_DESCRIBE = {
+    ("data", "factory"): "factory {name}, called once per fit",
+    ("data", "instance"): "borrowed {type} instance, shared by every fit",
+    ("callback", "factory"): "{name} (factory: a fresh one per fit)",
+    ("callback", "instance"): "{type} instance (borrowed: shared by every fit)",
+}
+
+
 @dataclass(frozen=True, eq=False)
-class DataSource:
-    """A training or validation data source: a factory or a borrowed loader."""
+class Source:
+    """A data source or a callback of a plan: a factory or a borrowed instance. Two are
+    equal when they hold the same object for the same purpose."""
 
     obj: Any
     kind: str  # "factory" | "instance"
     code: dict[str, Any]
     via: str
+    holds: str  # "data" | "callback"
 
     @property
     def name(self) -> str:
@@ -51,56 +62,27 @@ class DataSource:
         return self.obj() if self.kind == "factory" else self.obj
 
     def describe(self) -> str:
-        if self.kind == "factory":
-            return f"factory {self.name}, called once per fit"
-        return f"borrowed {type(self.obj).__qualname__} instance, shared by every fit"
+        text = _DESCRIBE[self.holds, self.kind]
+        return text.format(name=self.name, type=type(self.obj).__qualname__)
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, DataSource) and other.obj is self.obj
+        return isinstance(other, Source) and other.obj is self.obj and other.holds == self.holds
 
     def __hash__(self) -> int:
         return id(self.obj)
 
 
-def data_source(obj: Any, role: str, via: str) -> DataSource | None:
+def data_source(obj: Any, role: str, via: str) -> Source | None:
+    """A loader's source: a callable that is not itself iterable is a factory."""
     if obj is None:
         return None
     factory = callable(obj) and not isinstance(obj, Iterable)
-    return DataSource(obj, "factory" if factory else "instance", code_record(obj, role), via)
+    return Source(obj, "factory" if factory else "instance", code_record(obj, role), via, "data")
 
 
-@dataclass(frozen=True, eq=False)
-class CallbackSource:
-    """A callback: a factory (a class, or a function taking no argument) or an instance."""
-
-    obj: Any
-    kind: str  # "factory" | "instance"
-    code: dict[str, Any]
-    via: str
-
-    @property
-    def name(self) -> str:
-        return _name(self.obj)
-
-    def make(self) -> Any:
-        return self.obj() if self.kind == "factory" else self.obj
-
-    def describe(self) -> str:
-        if self.kind == "factory":
-            return f"{self.name} (factory: a fresh one per fit)"
-        return f"{type(self.obj).__qualname__} instance (borrowed: shared by every fit)"
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, CallbackSource) and other.obj is self.obj
-
-    def __hash__(self) -> int:
-        return id(self.obj)
-
-
-def callback_source(obj: Any, index: int, via: str) -> CallbackSource:
+def callback_source(obj: Any, index: int, via: str) -> Source:
     # NNx's legacy callbacks are functions fn(idps): a function is a factory only when
     # it takes no argument at all.
     factory = inspect.isclass(obj) or (inspect.isfunction(obj) and takes_no_arguments(obj))
-    return CallbackSource(
-        obj, "factory" if factory else "instance", code_record(obj, f"callbacks[{index}]"), via
-    )
+    code = code_record(obj, f"callbacks[{index}]")
+    return Source(obj, "factory" if factory else "instance", code, via, "callback")

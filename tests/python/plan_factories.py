@@ -7,7 +7,23 @@ import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader, TensorDataset
 
+from nnx_lab import ExperimentPlan, NNModelParams, NNOptimParams, NNParams, NNTrainParams
+
 CALLS = {"train": 0, "val": 0}
+NET = NNParams(input_dim=8, output_dim=3, hidden_dims=[16])
+
+
+def toy_plan(runs_root, n_epochs: int) -> ExperimentPlan:
+    """The plan tests branch from: the toy data, seed 7, ``max_lr=1e-2``."""
+    return (
+        ExperimentPlan()
+        .with_net(NET)
+        .with_model(NNModelParams())
+        .with_train(NNTrainParams(n_epochs=n_epochs, optim=NNOptimParams(max_lr=1e-2)))
+        .with_data(make_train_loader, val=make_val_loader, identity="toy")
+        .with_seed(7)
+        .with_runs_root(runs_root)
+    )
 
 
 def _tensors(n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -21,16 +21,12 @@ import yaml
 
 from nnx_lab import (
     ExperimentPlan,
-    NNModelParams,
-    NNOptimParams,
-    NNParams,
-    NNTrainParams,
     drift_report,
 )
 from nnx_lab.plans import ABSENT, ACTIONS, DriftReport, set_config_report
 
 ROOT = Path(__file__).resolve().parents[2]
-NET = NNParams(input_dim=8, output_dim=3, hidden_dims=[16])
+NET = pf.NET
 
 
 @pytest.fixture(autouse=True)
@@ -42,15 +38,7 @@ def _quiet():
 
 @pytest.fixture
 def base(runs_root):
-    return (
-        ExperimentPlan()
-        .with_net(NET)
-        .with_model(NNModelParams())
-        .with_train(NNTrainParams(n_epochs=1, optim=NNOptimParams(max_lr=1e-2)))
-        .with_data(pf.make_train_loader, val=pf.make_val_loader, identity="toy")
-        .with_seed(7)
-        .with_runs_root(runs_root)
-    )
+    return pf.toy_plan(runs_root, n_epochs=1)
 
 
 @pytest.fixture

@@ -1,0 +1,176 @@
+"""A plan's JSON form (``to_json`` / ``from_json``): values by path, and factories as
+importable ``module:qualname`` references, so another process (a distributed worker, a
+saved ``plan.json``) rebuilds the same plan.
+
+Objects are written as their state or as references, never as their repr (which would
+not read back): declared metrics, the monitor, a precision policy, a custom loss and
+``extra_metrics``. What cannot travel (a lambda, a function defined in ``__main__``, a
+borrowed instance) is refused all at once, each with its field and fix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any
+
+from ..engine.monitor import MonitorSpec
+from ..engine.params import CustomLossRef
+from ..engine.precision import PrecisionPolicy
+from ..errors import ConfigError
+from ._problems import PlanError, Problem, json_safe
+from ._refs import reference_of, resolve_reference
+from ._sources import Source, callback_source, data_source
+from ._updates import field_at, frozen, is_custom_loss
+
+__all__ = ["PLAN_FORMAT", "plan_from_json", "plan_to_json"]
+
+PLAN_FORMAT = "nnx_lab.plan/1"
+_ROLES = ("data.train", "data.val")
+
+
+def plan_to_json(
+    values: Mapping[str, Any],
+    sources: Mapping[str, str],
+    data: tuple[Source | None, Source | None],
+    callbacks: tuple[Source, ...],
+) -> dict[str, Any]:
+    """The plan's JSON, or a ``PlanError`` naming every field that cannot be written."""
+    problems: list[Problem] = []
+    out: dict[str, Any] = {}
+    for path, value in values.items():
+        try:
+            out[path] = _value_json(path, value)
+        except ConfigError as exc:
+            problems.append(Problem(path, value, exc.fix))
+    blocks: dict[str, Any] = {}
+    for role, src in zip(_ROLES, data, strict=True):
+        blocks[role.split(".")[1]] = _source_json(src, role, problems)
+    written = [_source_json(cb, f"callbacks[{i}]", problems) for i, cb in enumerate(callbacks)]
+    if problems:
+        raise PlanError(problems)
+    return {
+        "format": PLAN_FORMAT,
+        "values": out,
+        "sources": dict(sources),
+        "data": blocks,
+        "callbacks": written,
+    }
+
+
+def plan_from_json(
+    data: Mapping[str, Any],
+) -> tuple[dict[str, Any], dict[str, str], tuple[Source | None, Source | None], tuple[Source, ...]]:
+    """``(values, sources, data sources, callbacks)`` from ``plan_to_json``'s form;
+    references are imported. The values are frozen, as a plan holds them."""
+    if not isinstance(data, Mapping) or data.get("format") != PLAN_FORMAT:
+        raise ConfigError(
+            "format",
+            data.get("format") if isinstance(data, Mapping) else data,
+            f"not a plan's JSON (expected format {PLAN_FORMAT!r}); pass what "
+            "ExperimentPlan.to_json() returned",
+        )
+    values: dict[str, Any] = {}
+    for path, value in (data.get("values") or {}).items():
+        field_at(path, "from_json")
+        values[path] = frozen(_value_from_json(path, value))
+    sources = {p: str(data.get("sources", {}).get(p, "with_value")) for p in values}
+    blocks = data.get("data") or {}
+    built = []
+    for role in _ROLES:
+        entry = blocks.get(role.split(".")[1])
+        obj = None if entry is None else resolve_reference(entry.get("factory"), role)
+        built.append(data_source(obj, role, (entry or {}).get("via", "with_data")))
+    callbacks = tuple(
+        callback_source(
+            resolve_reference(entry.get("factory"), f"callbacks[{i}]"),
+            i,
+            entry.get("via", "with_callbacks"),
+        )
+        for i, entry in enumerate(data.get("callbacks") or [])
+    )
+    return values, sources, (built[0], built[1]), callbacks
+
+
+def _value_json(path: str, value: Any) -> Any:
+    if path == "model.loss":
+        if isinstance(value, CustomLossRef):
+            raise ConfigError(path, value.name, "a loss from a saved record holds no code")
+        if is_custom_loss(value):
+            return {"ref": reference_of(value, path)}
+    if isinstance(value, PrecisionPolicy):
+        return value.to_json()
+    if path == "train.metrics":
+        if not all(hasattr(m, "state") and hasattr(m, "key") for m in value):
+            raise ConfigError(path, value, "pass MetricSpec objects, e.g. [MetricSpec('nll')]")
+        return [m.state() for m in value]
+    if path == "train.monitor" and isinstance(value, MonitorSpec):
+        return value.to_json()
+    if path == "train.extra_metrics" and value:
+        return {
+            "refs": {
+                name: reference_of(fn, f"{path}[{name!r}]") for name, fn in dict(value).items()
+            }
+        }
+    if isinstance(value, MappingProxyType):
+        value = dict(value)
+    safe = json_safe(value)
+    if _plain(safe) and (safe == value or isinstance(value, tuple | dict | str)):
+        return safe
+    raise ConfigError(
+        path,
+        value,
+        f"a {type(value).__name__} cannot be written as JSON; use a plain value "
+        "(number, string, list) or an enum member",
+    )
+
+
+def _plain(value: Any) -> bool:
+    if value is None or isinstance(value, bool | int | float | str):
+        return True
+    if isinstance(value, list):
+        return all(_plain(v) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _plain(v) for k, v in value.items())
+    return False
+
+
+def _value_from_json(path: str, value: Any) -> Any:
+    if path == "model.loss" and isinstance(value, dict) and "ref" in value:
+        return resolve_reference(value["ref"], path)
+    if path == "train.metrics" and isinstance(value, list):
+        from ..data.metrics import MetricSpec  # imports torch: only for a plan that has them
+
+        return tuple(MetricSpec.from_state(s) if isinstance(s, dict) else s for s in value)
+    if path == "train.monitor" and isinstance(value, dict):
+        return MonitorSpec.from_json(value)
+    if path == "train.extra_metrics" and isinstance(value, dict) and "refs" in value:
+        return {
+            name: resolve_reference(ref, f"{path}[{name!r}]") for name, ref in value["refs"].items()
+        }
+    if path == "model.precision" and isinstance(value, dict):
+        try:
+            return PrecisionPolicy.from_json(value)
+        except (ConfigError, KeyError):
+            return value  # validate() names what is wrong with it
+    return value
+
+
+def _source_json(src: Source | None, role: str, problems: list[Problem]) -> dict[str, Any] | None:
+    if src is None:
+        return None
+    if src.kind != "factory":
+        problems.append(
+            Problem(
+                role,
+                src.obj,
+                f"a borrowed {type(src.obj).__qualname__} cannot travel to another "
+                "process; pass a factory: an importable function that returns it",
+            )
+        )
+        return None
+    try:
+        return {"factory": reference_of(src.obj, role), "via": src.via}
+    except ConfigError as exc:
+        problems.append(Problem(role, src.obj, exc.fix))
+        return None
