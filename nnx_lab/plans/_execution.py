@@ -16,9 +16,9 @@ from typing import Any, Protocol
 
 from ..errors import DataError
 from ..runs import effective_status, read_record, run_dir
+from ..runs._output import emit
 from ._binding import BindingReport
 from ._fields import Resolved
-from ._output import emit
 from ._problems import PlanError
 from ._record import BINDING_FILE, PLAN_FILE, Record
 from ._sources import Source

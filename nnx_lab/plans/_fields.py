@@ -30,6 +30,7 @@ from ..engine.params import (
 )
 from ..engine.precision import MODES
 from ..errors import ConfigError
+from ..runs._compare import RUN_KNOBS
 from ._problems import Problem, json_safe
 
 __all__ = [
@@ -47,14 +48,7 @@ SCHEDULER, EARLY_STOPPING = "train.scheduler", "early_stopping"
 TOGGLES = (SCHEDULER, EARLY_STOPPING)
 
 _TRAIN_EXCLUDED = ("train_loader", "val_loader", "optim", "scheduler")
-_RUN_KNOBS = (
-    "overwrite_existing",
-    "runs_root",
-    "progress",
-    "log_every",
-    "checkpoint_every_s",
-    "stop_on_nonfinite",
-)
+_RUN_KNOBS = RUN_KNOBS  # the train values that never enter a run id
 
 
 @dataclass(frozen=True)

@@ -318,7 +318,7 @@ def test_a_custom_loss_of_a_run_trained_without_a_plan(user_module, runs_root):
 
 
 def test_the_switch_follows_the_environment_until_set(monkeypatch):
-    from nnx_lab.plans._output import config_report_enabled
+    from nnx_lab.runs._output import config_report_enabled
 
     set_config_report(None)
     monkeypatch.setenv("NNX_CONFIG_REPORT", "0")
