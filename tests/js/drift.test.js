@@ -2,25 +2,14 @@
 // id-changing rows marked, "changed only", updates when the kernel sends a new report.
 import { existsSync } from "node:fs";
 import { resolve } from "node:path";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it } from "vitest";
 import { DriftView, cellText, idWord } from "../../js/drift/view.js";
-import { fakeModel } from "./helpers.js";
+import { byTestId, disposeView, fakeModel, testHost } from "./helpers.js";
 
-let el;
+const el = testHost();
+const q = byTestId(el);
 let view;
-
-beforeEach(() => {
-  el = document.createElement("div");
-  document.body.append(el);
-});
-
-afterEach(() => {
-  if (view) view.dispose();
-  view = undefined;
-  el.remove();
-});
-
-const q = (id, root = el) => root.querySelector(`[data-testid="${id}"]`);
+afterEach(() => (view = disposeView(view)));
 
 function row(what, then, now, extra = {}) {
   const changed = JSON.stringify(then) !== JSON.stringify(now);

@@ -1,4 +1,31 @@
-// Test doubles: an anywidget model, kernel-style series messages, a manual clock.
+// Test doubles: an anywidget model, kernel-style series messages, a manual clock; the
+// page a file's views are drawn in.
+import { afterEach, beforeEach } from "vitest";
+
+/**
+ * The element a test file draws its views in: in the page during each test, emptied
+ * and out of it after.
+ */
+export function testHost() {
+  const el = document.createElement("div");
+  beforeEach(() => document.body.append(el));
+  afterEach(() => {
+    el.replaceChildren();
+    el.remove();
+  });
+  return el;
+}
+
+/** `q(id)`: the element with that data-testid under `el` (or under the root given). */
+export function byTestId(el) {
+  return (id, root = el) => root.querySelector(`[data-testid="${id}"]`);
+}
+
+/** Dispose a test's view unless the test did; undefined, for `view = disposeView(view)`. */
+export function disposeView(view) {
+  if (view && !view._disposed) view.dispose();
+  return undefined;
+}
 
 /** A fake anywidget model: get/set/on/off/save_changes/send, plus test helpers. */
 export function fakeModel(initial = {}) {
@@ -199,7 +226,13 @@ export function manualClock() {
   };
 }
 
-/** Wait for animation frames and timers queued by the code under test. */
-export function settle(ms = 40) {
-  return new Promise((resolve) => setTimeout(resolve, ms));
+/**
+ * Wait for animation frames and timers queued by the code under test. The frame and
+ * the timer at the end make it wait for what was queued before, however long a busy
+ * machine held it back (frames run in the order they were asked for).
+ */
+export async function settle(ms = 40) {
+  await new Promise((resolve) => setTimeout(resolve, ms));
+  if (typeof requestAnimationFrame === "function") await new Promise((resolve) => requestAnimationFrame(() => resolve()));
+  await new Promise((resolve) => setTimeout(resolve, 0));
 }

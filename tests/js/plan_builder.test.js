@@ -2,27 +2,18 @@
 // kernel's errors next to their field, the run id, the buttons, the monitor drawn inside.
 import { existsSync } from "node:fs";
 import { resolve } from "node:path";
-import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import { inputKind, valueText } from "../../js/plan_builder/fields.js";
 import { PlanBuilderView } from "../../js/plan_builder/view.js";
-import { fakeModel, settle } from "./helpers.js";
+import { byTestId, disposeView, fakeModel, settle, testHost } from "./helpers.js";
 
-let el;
+const el = testHost();
+const q = byTestId(el);
 let view;
-
-beforeEach(() => {
-  el = document.createElement("div");
-  document.body.append(el);
-});
-
 afterEach(() => {
-  if (view && !view._disposed) view.dispose();
-  view = undefined;
-  el.remove();
+  view = disposeView(view);
   vi.useRealTimers();
 });
-
-const q = (id, root = el) => root.querySelector(`[data-testid="${id}"]`);
 
 function field(path, type, extra = {}) {
   const name = path.split(".").pop();
