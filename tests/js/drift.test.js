@@ -1,10 +1,8 @@
 // The DriftReport view: the engine's report side by side, changed rows highlighted,
 // id-changing rows marked, "changed only", updates when the kernel sends a new report.
-import { existsSync } from "node:fs";
-import { resolve } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { DriftView, cellText, idWord } from "../../js/drift/view.js";
-import { byTestId, disposeView, fakeModel, testHost } from "./helpers.js";
+import { builtWidget, byTestId, disposeView, fakeModel, testHost } from "./helpers.js";
 
 const el = testHost();
 const q = byTestId(el);
@@ -114,13 +112,9 @@ describe("DriftReport view", () => {
 
 describe("built drift bundle", () => {
   it("exports only a default widget object with render, and cleans up", async () => {
-    const bundle = resolve("nnx_lab/static/drift.js");
-    expect(existsSync(bundle), "run `npm run build` first").toBe(true);
-    const mod = await import(/* @vite-ignore */ bundle);
-    expect(Object.keys(mod)).toEqual(["default"]);
-    expect(Object.keys(mod.default)).toEqual(["render"]);
+    const widget = await builtWidget("drift");
     const model = driftModel();
-    const cleanup = mod.default.render({ model, el });
+    const cleanup = widget.render({ model, el });
     expect(el.querySelectorAll('[data-testid="drift-table"] tbody tr')).toHaveLength(4);
     cleanup();
     expect(el.querySelector(".nnx-drift")).toBeNull();

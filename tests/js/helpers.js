@@ -1,6 +1,23 @@
 // Test doubles: an anywidget model, kernel-style series messages, a manual clock; the
-// page a file's views are drawn in.
-import { afterEach, beforeEach } from "vitest";
+// page a file's views are drawn in; the built bundles.
+import { existsSync } from "node:fs";
+import { resolve } from "node:path";
+import { afterEach, beforeEach, expect } from "vitest";
+import { emptyTraits } from "../../js/lab/run_state.js";
+
+/**
+ * A widget's built bundle (nnx_lab/static/<name>.js) as anywidget loads it: its default
+ * export, after checking that it exports nothing else and only render (anywidget warns
+ * about a direct render export).
+ */
+export async function builtWidget(name) {
+  const bundle = resolve(`nnx_lab/static/${name}.js`);
+  expect(existsSync(bundle), "run `npm run build` first").toBe(true);
+  const mod = await import(/* @vite-ignore */ bundle);
+  expect(Object.keys(mod)).toEqual(["default"]);
+  expect(Object.keys(mod.default)).toEqual(["render"]);
+  return mod.default;
+}
 
 /**
  * The element a test file draws its views in: in the page during each test, emptied
@@ -29,28 +46,13 @@ export function disposeView(view) {
 
 /** A fake anywidget model: get/set/on/off/save_changes/send, plus test helpers. */
 export function fakeModel(initial = {}) {
+  // the monitor's traits before a run (what the labextension's model starts from too)
   const state = {
-    run_id: "",
-    status: "created",
-    stop_reason: "",
-    epoch: 0,
-    n_epochs: 0,
-    step: 0,
-    total_steps: null,
-    samples: 0,
-    samples_per_sec: null,
-    elapsed: 0,
-    eta: null,
+    ...emptyTraits(),
     can_stop: false,
     from_log: false,
     smoothing: 0.9,
-    last_loss: null,
-    last_finite_loss: null,
-    last_finite_step: null,
-    loss_nonfinite_since: null,
-    loss_nonfinite_steps: 0,
     snapshot_of: "",
-    error: "",
     ...initial,
   };
   /** @type {Map<string, Set<Function>>} */
