@@ -9,13 +9,13 @@
 // the rows (synced traits); the curves and the slider's stops come once through the
 // shared transport. One threshold is in flight at a time (shared/latest.js).
 import { Chart } from "../shared/chart.js";
-import { frameScheduler, h, legend, onCommit } from "../shared/dom.js";
+import { h, legend, onCommit } from "../shared/dom.js";
 import { fmtInt, fmtValue } from "../shared/format.js";
-import { LatestRequest } from "../shared/latest.js";
+import { LatestRequest, writeAnswered } from "../shared/latest.js";
 import { SAVE } from "../shared/protocol.js";
-import { ViewSync } from "../shared/transport.js";
+import { SeriesView } from "../shared/series_view.js";
 
-/** @typedef {import("../monitor/view.js").Model} Model */
+/** @typedef {import("../shared/view.js").Model} Model */
 
 const SIDE_COLOR = { calibrated: "--nnx-accent", uncalibrated: "--nnx-second" };
 const GUARANTEES = [
@@ -56,25 +56,16 @@ function sideTitle(side, info) {
   return (info.sides || []).length > 1 ? "uncalibrated" : "probabilities";
 }
 
-export class AbstentionView {
+export class AbstentionView extends SeriesView {
   /** @param {Model} model @param {HTMLElement} el @param {{timers?: any}} [opts] */
   constructor(model, el, opts = {}) {
-    this.model = model;
-    this.el = el;
-    /** @type {Array<[string, Function]>} */
-    this._listeners = [];
-    this._frames = frameScheduler(() => this._render());
+    super(model, el);
+    this._frames = this._frameScheduler(() => this._render());
     this._build();
     this.request = new LatestRequest((v) => this._sendThreshold(v), { timers: opts.timers });
-    this.sync = new ViewSync(model, {
-      series: ["curve", "stops"],
-      onChange: () => this._schedule(),
-      onError: (text) => {
-        this._syncError = text;
-        this._error();
-      },
-    });
-    this._on("msg:custom", (msg, buffers) => this.sync.handle(msg, buffers));
+    this._onDispose(() => this.request.dispose());
+    this._onDispose(() => this.chart && this.chart.destroy());
+    this._connect({ series: ["curve", "stops"], onChange: () => this._schedule() });
     this._on("change:revision", () => {
       this.request.answered();
       this._onThresholdTrait();
@@ -90,13 +81,7 @@ export class AbstentionView {
     this._onThresholdTrait();
     this._render();
     this._renderTables();
-    this._error();
     this.sync.hello();
-  }
-
-  _on(event, cb) {
-    this.model.on(event, cb);
-    this._listeners.push([event, cb]);
   }
 
   _info() {
@@ -110,28 +95,27 @@ export class AbstentionView {
   // ------------------------------------------------------------------ DOM
 
   _build() {
-    this.root = h("div", { class: "nnx-explorer nnx-abstention", role: "region", "aria-label": "Abstention explorer" });
-    this.el.append(this.root);
+    this._makeRoot("nnx-explorer nnx-abstention", "Abstention explorer");
     this.root.nnxView = this; // for the browser's console, browser tests and benchmarks
     this.title = h("div", { class: "nnx-x-title" });
     this.ids = h("div", { class: "nnx-x-ids", "data-testid": "ids" });
 
     this.slider = h("input", { type: "range", min: "0", max: "0", step: "1", "data-testid": "threshold", "aria-label": "Threshold (stops evenly spread in coverage)" });
     this.slider.addEventListener("input", () => this._onSlider());
-    this.number = h("input", { type: "number", min: "0", max: "1", step: "any", class: "nnx-x-number", "data-testid": "threshold-value", "aria-label": "Threshold" });
+    this.number = h("input", { type: "number", min: "0", max: "1", step: "any", class: "nnx-input nnx-x-number", "data-testid": "threshold-value", "aria-label": "Threshold" });
     onCommit(this.number, () => {
       const v = Number(this.number.value);
       this.request.request(this.number.value === "" || !Number.isFinite(v) ? this.number.value : v);
     });
-    this.ceiling = h("input", { type: "number", min: "0", max: "1", step: "0.005", class: "nnx-x-number", "data-testid": "risk-ceiling", "aria-label": "Risk ceiling" });
+    this.ceiling = h("input", { type: "number", min: "0", max: "1", step: "0.005", class: "nnx-input nnx-x-number", "data-testid": "risk-ceiling", "aria-label": "Risk ceiling" });
     onCommit(this.ceiling, () => {
       const v = this.ceiling.value === "" ? this.ceiling.value : Number(this.ceiling.value);
       if (v !== this.model.get("risk_ceiling")) this._setTrait("risk_ceiling", v);
     });
-    this.guarantee = h("select", { "data-testid": "guarantee", "aria-label": "Guarantee" });
+    this.guarantee = h("select", { class: "nnx-input", "data-testid": "guarantee", "aria-label": "Guarantee" });
     for (const [value, label] of GUARANTEES) this.guarantee.append(h("option", { value, text: label }));
     this.guarantee.addEventListener("change", () => this._setTrait("guarantee", this.guarantee.value === "" ? null : Number(this.guarantee.value)));
-    this.useSelect = h("select", { "data-testid": "use", "aria-label": "Probabilities the threshold applies to" });
+    this.useSelect = h("select", { class: "nnx-input", "data-testid": "use", "aria-label": "Probabilities the threshold applies to" });
     this.useSelect.addEventListener("change", () => this._setTrait("use", this.useSelect.value));
     this.useLabel = h("label", { title: "Which probabilities the threshold and the saved policy apply to" }, ["apply to", this.useSelect]);
     this.selectionNote = h("p", { class: "nnx-x-note", "data-testid": "selection" });
@@ -154,8 +138,8 @@ export class AbstentionView {
     this.mistakesBox = h("div", { "data-testid": "mistakes" });
     this.abstainedBox = h("div", { "data-testid": "declined-rows" });
     this.pageStatus = h("span", { class: "nnx-page-status", "data-testid": "declined-status" });
-    this.prev = h("button", { type: "button", class: "nnx-x-button", "data-testid": "declined-prev", text: "‹", title: "Rows nearer the threshold" });
-    this.next = h("button", { type: "button", class: "nnx-x-button", "data-testid": "declined-next", text: "›", title: "Rows further below the threshold" });
+    this.prev = h("button", { type: "button", class: "nnx-btn", "data-testid": "declined-prev", text: "‹", title: "Rows nearer the threshold" });
+    this.next = h("button", { type: "button", class: "nnx-btn", "data-testid": "declined-next", text: "›", title: "Rows further below the threshold" });
     this.prev.addEventListener("click", () => this._page(-1));
     this.next.addEventListener("click", () => this._page(1));
     const tables = h("div", { class: "nnx-x-tables" }, [
@@ -163,11 +147,11 @@ export class AbstentionView {
       h("section", {}, [h("h4", { text: "Declined rows, nearest the threshold first" }), this.abstainedBox, h("div", { class: "nnx-x-pager" }, [this.prev, this.pageStatus, this.next])]),
     ]);
 
-    this.pathInput = h("input", { type: "text", class: "nnx-x-path", "data-testid": "path", "aria-label": "Policy file", spellcheck: "false" });
+    this.pathInput = h("input", { type: "text", class: "nnx-input nnx-x-path", "data-testid": "path", "aria-label": "Policy file", spellcheck: "false" });
     onCommit(this.pathInput, () => {
       if (this.pathInput.value !== this.model.get("path")) this._setTrait("path", this.pathInput.value);
     });
-    this.saveButton = h("button", { type: "button", class: "nnx-x-button", "data-testid": "save", text: "Save policy" });
+    this.saveButton = h("button", { type: "button", class: "nnx-btn", "data-testid": "save", text: "Save policy" });
     this.saveButton.addEventListener("click", () => {
       if (this.pathInput.value !== this.model.get("path")) this._setTrait("path", this.pathInput.value);
       this.model.send({ kind: SAVE });
@@ -175,8 +159,6 @@ export class AbstentionView {
     this.saved = h("span", { class: "nnx-x-note", "data-testid": "saved", "aria-live": "polite" });
     const save = h("div", { class: "nnx-x-save" }, [h("label", {}, ["Save to", this.pathInput]), this.saveButton, this.saved]);
 
-    this.error = h("pre", { class: "nnx-error", "data-testid": "error", role: "alert" });
-    this.error.hidden = true;
     this.root.append(
       h("div", { class: "nnx-x-header" }, [this.title, this.ids]),
       controls,
@@ -185,7 +167,7 @@ export class AbstentionView {
       h("div", { class: "nnx-charts" }, [this.curveFig]),
       tables,
       save,
-      this.error,
+      this._makeError(),
     );
     this._chartSides = [];
   }
@@ -225,11 +207,6 @@ export class AbstentionView {
 
   // ------------------------------------------------------------------ controls
 
-  _setTrait(name, value) {
-    this.model.set(name, value);
-    this.model.save_changes();
-  }
-
   _stops() {
     return this.sync ? this.sync.stores.stops : null;
   }
@@ -244,11 +221,7 @@ export class AbstentionView {
   }
 
   _sendThreshold(tau) {
-    if (this.model.get("threshold") === tau) {
-      queueMicrotask(() => this.request.answered());
-      return;
-    }
-    this._setTrait("threshold", tau);
+    writeAnswered(this.model, "threshold", tau, this.request);
   }
 
   _onThresholdTrait() {
@@ -268,19 +241,10 @@ export class AbstentionView {
     this._setTrait("abstained_start", start);
   }
 
-  _error() {
-    const text = this.model.get("error") || this._syncError || "";
-    this.error.textContent = text;
-    this.error.hidden = !text;
-  }
-
   // ------------------------------------------------------------------ drawing
 
   _schedule() {
-    if (this._syncError) {
-      this._syncError = "";
-      this._error();
-    }
+    this._clearSyncError();
     this._frames.schedule();
   }
 
@@ -397,28 +361,25 @@ export class AbstentionView {
       const label = row[key === "target" ? "target_label" : "predicted_label"];
       return label !== undefined && label !== null ? String(label) : String(row[key]);
     };
-    const table = (rows, columns, attrs) => {
-      const head = h("tr", {}, columns.map(([label]) => h("th", { scope: "col", text: label })));
-      const body = rows.map((row) => h("tr", attrs(row), columns.map(([, cell]) => h("td", { text: cell(row) }))));
+    const target = labels ? "true label" : "true class";
+    /** The rows' table, or `empty` where there are none; the first columns are every table's. */
+    const table = (rows, columns, attrs, empty) => {
+      if (!rows.length) return h("p", { class: "nnx-x-note", text: empty });
+      const all = [["id", (r) => String(r.sample_id)], [target, (r) => name(r, "target")], ["predicted", (r) => name(r, "prediction")], ["score", (r) => fmtShare(r.score)], ...columns];
+      const head = h("tr", {}, all.map(([label]) => h("th", { scope: "col", text: label })));
+      const body = rows.map((row) => h("tr", attrs(row), all.map(([, cell]) => h("td", { text: cell(row) }))));
       return h("div", { class: "nnx-table-box" }, [h("table", { class: "nnx-table" }, [h("thead", {}, [head]), h("tbody", {}, body)])]);
     };
-    const mistakes = this.model.get("mistakes") || [];
-    const target = labels ? "true label" : "true class";
     this.mistakesBox.replaceChildren(
-      mistakes.length
-        ? table(
-            mistakes,
-            [
-              ["id", (r) => String(r.sample_id)],
-              [target, (r) => name(r, "target")],
-              ["predicted", (r) => name(r, "prediction")],
-              ["score", (r) => fmtShare(r.score)],
-              ["p(true)", (r) => fmtShare(r.probability_of_target)],
-              ["answered", (r) => (r.accepted ? "yes" : "no")],
-            ],
-            (r) => ({ "data-accepted": String(Boolean(r.accepted)), title: r.accepted ? "answered at this threshold: a confident mistake that gets through" : "declined at this threshold" }),
-          )
-        : h("p", { class: "nnx-x-note", text: "no mistakes on this split" }),
+      table(
+        this.model.get("mistakes") || [],
+        [
+          ["p(true)", (r) => fmtShare(r.probability_of_target)],
+          ["answered", (r) => (r.accepted ? "yes" : "no")],
+        ],
+        (r) => ({ "data-accepted": String(Boolean(r.accepted)), title: r.accepted ? "answered at this threshold: a confident mistake that gets through" : "declined at this threshold" }),
+        "no mistakes on this split",
+      ),
     );
     const rows = this.model.get("abstained_rows") || [];
     const use = this.model.get("use");
@@ -426,32 +387,10 @@ export class AbstentionView {
     const total = r ? r.abstained : 0;
     const start = Number(this.model.get("abstained_start") || 0);
     this.abstainedBox.replaceChildren(
-      rows.length
-        ? table(
-            rows,
-            [
-              ["id", (x) => String(x.sample_id)],
-              [target, (x) => name(x, "target")],
-              ["predicted", (x) => name(x, "prediction")],
-              ["score", (x) => fmtShare(x.score)],
-              ["right?", (x) => (x.correct ? "right" : "wrong")],
-            ],
-            (x) => ({ "data-correct": String(Boolean(x.correct)) }),
-          )
-        : h("p", { class: "nnx-x-note", text: "every row is answered at this threshold" }),
+      table(rows, [["right?", (x) => (x.correct ? "right" : "wrong")]], (x) => ({ "data-correct": String(Boolean(x.correct)) }), "every row is answered at this threshold"),
     );
     this.pageStatus.textContent = total ? `${fmtInt(start + 1)}–${fmtInt(start + rows.length)} of ${fmtInt(total)} declined` : "";
     this.prev.disabled = start <= 0;
     this.next.disabled = start + rows.length >= total;
-  }
-
-  dispose() {
-    for (const [event, cb] of this._listeners) this.model.off(event, cb);
-    this._listeners.length = 0;
-    this.sync.dispose();
-    this.request.dispose();
-    this._frames.cancel();
-    if (this.chart) this.chart.destroy();
-    this.root.remove();
   }
 }

@@ -1,8 +1,10 @@
 // The CalibrationExplorer widget's entry: anywidget reads the default export.
+import "../shared/theme.css";
+import "../shared/chart.css";
 import "../shared/explorer.css";
 import { CalibrationView } from "./view.js";
 
-/** @param {{model: import("../monitor/view.js").Model, el: HTMLElement}} ctx */
+/** @param {{model: import("../shared/view.js").Model, el: HTMLElement}} ctx */
 function render({ model, el }) {
   const view = new CalibrationView(model, el);
   return () => view.dispose();

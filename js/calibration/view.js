@@ -13,16 +13,14 @@
 //   maximum); the view measures them itself at each move (measure.js) and writes the
 //   temperature to the kernel once the slider rests.
 import { Chart } from "../shared/chart.js";
-import { frameScheduler, h, legend, onCommit } from "../shared/dom.js";
+import { h, legend, onCommit } from "../shared/dom.js";
 import { fmtInt, fmtValue } from "../shared/format.js";
-import { LatestRequest } from "../shared/latest.js";
-import { ViewSync } from "../shared/transport.js";
+import { LatestRequest, writeAnswered } from "../shared/latest.js";
 import { FIT, SAVE } from "../shared/protocol.js";
+import { SeriesView } from "../shared/series_view.js";
 import { measure, prepare } from "./measure.js";
 
-/**
- * @typedef {import("../monitor/view.js").Model} Model
- */
+/** @typedef {import("../shared/view.js").Model} Model */
 
 const SLIDER_STEPS = 1000;
 const REST_MS = 250; // browser mode: the temperature is written once the slider rests
@@ -60,31 +58,29 @@ export function binGeometry(bins) {
   return { centers, lo: (i) => i / bins, hi: (i) => (i + 1) / bins };
 }
 
-export class CalibrationView {
+export class CalibrationView extends SeriesView {
   /** @param {Model} model @param {HTMLElement} el @param {{timers?: any}} [opts] */
   constructor(model, el, opts = {}) {
-    this.model = model;
-    this.el = el;
-    /** @type {Array<[string, Function]>} */
-    this._listeners = [];
-    this._frames = frameScheduler(() => this._render());
+    super(model, el);
+    this._frames = this._frameScheduler(() => this._render());
     this._build();
     this.request = new LatestRequest((v) => this._sendTemperature(v), { timers: opts.timers });
     /** @type {import("./measure.js").Prepared|null} browser mode: the logits, prepared */
     this.local = null;
     this._restTimer = null;
-    this.sync = new ViewSync(model, {
+    this._onDispose(() => {
+      this.request.dispose();
+      clearTimeout(this._restTimer);
+      this.diagram.destroy();
+      this.histogram.destroy();
+    });
+    this._connect({
       series: ["bins", "metrics", "logits", "targets"],
       onChange: (names) => {
         if (names.has("logits") || names.has("targets")) this._prepareLocal();
         this._schedule();
       },
-      onError: (text) => {
-        this._syncError = text;
-        this._error();
-      },
     });
-    this._on("msg:custom", (msg, buffers) => this.sync.handle(msg, buffers));
     this._on("change:temperature", () => this._onTemperatureTrait());
     this._on("change:revision", () => {
       this.request.answered();
@@ -96,14 +92,8 @@ export class CalibrationView {
     this._header();
     this._onTemperatureTrait();
     this._onPathTrait();
-    this._error();
     this._render();
     this.sync.hello();
-  }
-
-  _on(event, cb) {
-    this.model.on(event, cb);
-    this._listeners.push([event, cb]);
   }
 
   _range() {
@@ -114,8 +104,7 @@ export class CalibrationView {
   // ------------------------------------------------------------------ DOM
 
   _build() {
-    this.root = h("div", { class: "nnx-explorer nnx-calibration", role: "region", "aria-label": "Calibration explorer" });
-    this.el.append(this.root);
+    this._makeRoot("nnx-explorer nnx-calibration", "Calibration explorer");
     this.root.nnxView = this; // for the browser's console, browser tests and benchmarks
     this.title = h("div", { class: "nnx-x-title" });
     this.ids = h("div", { class: "nnx-x-ids", "data-testid": "ids" });
@@ -123,11 +112,11 @@ export class CalibrationView {
     // controls
     this.slider = h("input", { type: "range", min: "0", max: String(SLIDER_STEPS), step: "1", "data-testid": "temperature", "aria-label": "Temperature (log scale)" });
     this.slider.addEventListener("input", () => this._onSlider());
-    this.number = h("input", { type: "number", min: "0.001", max: "1000", step: "any", class: "nnx-x-number", "data-testid": "temperature-value", "aria-label": "Temperature" });
+    this.number = h("input", { type: "number", min: "0.001", max: "1000", step: "any", class: "nnx-input nnx-x-number", "data-testid": "temperature-value", "aria-label": "Temperature" });
     onCommit(this.number, () => this._onNumber());
-    this.fitButton = h("button", { type: "button", class: "nnx-x-button nnx-x-primary", "data-testid": "fit", title: "Set the temperature that minimizes the NLL on these rows", text: "Fit" });
+    this.fitButton = h("button", { type: "button", class: "nnx-btn nnx-x-primary", "data-testid": "fit", title: "Set the temperature that minimizes the NLL on these rows", text: "Fit" });
     this.fitButton.addEventListener("click", () => this.model.send({ kind: FIT }));
-    this.resetButton = h("button", { type: "button", class: "nnx-x-button", "data-testid": "reset", title: "Back to the model's own probabilities", text: "T = 1" });
+    this.resetButton = h("button", { type: "button", class: "nnx-btn", "data-testid": "reset", title: "Back to the model's own probabilities", text: "T = 1" });
     this.resetButton.addEventListener("click", () => this._ask(1, true));
     this.fitMessage = h("span", { class: "nnx-x-note", "data-testid": "fit-message", "aria-live": "polite" });
     const controls = h("div", { class: "nnx-x-controls" }, [
@@ -168,64 +157,54 @@ export class CalibrationView {
     const charts = h("div", { class: "nnx-charts" }, [this.diagramFig, this.histFig]);
 
     // save
-    this.pathInput = h("input", { type: "text", class: "nnx-x-path", "data-testid": "path", "aria-label": "Calibrator file", spellcheck: "false" });
+    this.pathInput = h("input", { type: "text", class: "nnx-input nnx-x-path", "data-testid": "path", "aria-label": "Calibrator file", spellcheck: "false" });
     onCommit(this.pathInput, () => {
-      if (this.pathInput.value === this.model.get("path")) return;
-      this.model.set("path", this.pathInput.value);
-      this.model.save_changes();
+      if (this.pathInput.value !== this.model.get("path")) this._setTrait("path", this.pathInput.value);
     });
-    this.saveButton = h("button", { type: "button", class: "nnx-x-button", "data-testid": "save", text: "Save calibrator" });
+    this.saveButton = h("button", { type: "button", class: "nnx-btn", "data-testid": "save", text: "Save calibrator" });
     this.saveButton.addEventListener("click", () => this._save());
     this.saved = h("span", { class: "nnx-x-note", "data-testid": "saved", "aria-live": "polite" });
     const save = h("div", { class: "nnx-x-save" }, [h("label", {}, ["Save to", this.pathInput]), this.saveButton, this.saved]);
 
-    this.error = h("pre", { class: "nnx-error", "data-testid": "error", role: "alert" });
-    this.error.hidden = true;
-    this.root.append(h("div", { class: "nnx-x-header" }, [this.title, this.ids]), controls, h("div", { class: "nnx-x-summary" }, [table, this.accuracy]), charts, save, this.error);
+    this.root.append(h("div", { class: "nnx-x-header" }, [this.title, this.ids]), controls, h("div", { class: "nnx-x-summary" }, [table, this.accuracy]), charts, save, this._makeError());
 
     const { centers } = binGeometry(15);
-    this.diagramReadout = readout();
-    this.diagram = new Chart(this.diagramFig, {
-      title: "Reliability diagram: accuracy against confidence per bin, at the slider's temperature and at T = 1",
-      xLabel: "confidence",
-      yLabel: "accuracy",
-      height: 220,
-      xDomain: [0, 1],
-      yDomain: [0, 1],
-      series: [
-        { label: "at T", color: "--nnx-accent", bars: true, fill: "--nnx-accent-fill" },
-        { label: "T = 1", color: "--nnx-second", width: 1.5, dash: [5, 4], points: true },
-        { label: "perfect", color: "--nnx-raw", width: 1, dash: [2, 3] },
-      ],
-      xFormat: (v) => fmtValue(v),
-      yFormat: (v) => fmtValue(v),
-      onCursor: (idx) => this._binReadout(idx),
-    });
-    this.diagramFig.append(
-      this.diagramReadout,
-      legend([
-        ["at T (bars)", "var(--nnx-accent)"],
-        ["T = 1", "var(--nnx-second)", "nnx-dashed"],
-        ["perfect calibration", "var(--nnx-raw)", "nnx-dashed"],
-      ]),
+    // both charts: a bin's value at the slider's T (bars) against T = 1, on [0, 1] x [0, 1]
+    const binChart = (fig, title, yLabel, extra, legendExtra) => {
+      const readoutBox = readout();
+      const chart = new Chart(fig, {
+        title,
+        xLabel: "confidence",
+        yLabel,
+        height: 220,
+        xDomain: [0, 1],
+        yDomain: [0, 1],
+        series: [
+          { label: "at T", color: "--nnx-accent", bars: true, fill: "--nnx-accent-fill" },
+          { label: "T = 1", color: "--nnx-second", width: 1.5, dash: [5, 4], points: true },
+          ...extra,
+        ],
+        xFormat: (v) => fmtValue(v),
+        yFormat: (v) => fmtValue(v),
+        onCursor: (idx) => this._binReadout(idx),
+      });
+      fig.append(readoutBox, legend([["at T (bars)", "var(--nnx-accent)"], ["T = 1", "var(--nnx-second)", "nnx-dashed"], ...legendExtra]));
+      return [chart, readoutBox];
+    };
+    [this.diagram, this.diagramReadout] = binChart(
+      this.diagramFig,
+      "Reliability diagram: accuracy against confidence per bin, at the slider's temperature and at T = 1",
+      "accuracy",
+      [{ label: "perfect", color: "--nnx-raw", width: 1, dash: [2, 3] }],
+      [["perfect calibration", "var(--nnx-raw)", "nnx-dashed"]],
     );
-    this.histReadout = readout();
-    this.histogram = new Chart(this.histFig, {
-      title: "Confidence histogram: share of rows per confidence bin, at the slider's temperature and at T = 1",
-      xLabel: "confidence",
-      yLabel: "share of rows",
-      height: 220,
-      xDomain: [0, 1],
-      yDomain: [0, 1],
-      series: [
-        { label: "at T", color: "--nnx-accent", bars: true, fill: "--nnx-accent-fill" },
-        { label: "T = 1", color: "--nnx-second", width: 1.5, dash: [5, 4], points: true },
-      ],
-      xFormat: (v) => fmtValue(v),
-      yFormat: (v) => fmtValue(v),
-      onCursor: (idx) => this._binReadout(idx),
-    });
-    this.histFig.append(this.histReadout, legend([["at T (bars)", "var(--nnx-accent)"], ["T = 1", "var(--nnx-second)", "nnx-dashed"]]));
+    [this.histogram, this.histReadout] = binChart(
+      this.histFig,
+      "Confidence histogram: share of rows per confidence bin, at the slider's temperature and at T = 1",
+      "share of rows",
+      [],
+      [],
+    );
     this._centers = centers;
   }
 
@@ -334,13 +313,7 @@ export class CalibrationView {
   }
 
   _sendTemperature(t) {
-    if (this.model.get("temperature") === t) {
-      // no change, no message, no answer: do not wait for one
-      queueMicrotask(() => this.request.answered());
-      return;
-    }
-    this.model.set("temperature", t);
-    this.model.save_changes();
+    writeAnswered(this.model, "temperature", t, this.request);
   }
 
   _onPathTrait() {
@@ -349,26 +322,14 @@ export class CalibrationView {
 
   _save() {
     const path = this.pathInput.value;
-    if (path !== this.model.get("path")) {
-      this.model.set("path", path);
-      this.model.save_changes();
-    }
+    if (path !== this.model.get("path")) this._setTrait("path", path);
     this.model.send({ kind: SAVE });
-  }
-
-  _error() {
-    const text = this.model.get("error") || this._syncError || "";
-    this.error.textContent = text;
-    this.error.hidden = !text;
   }
 
   // ------------------------------------------------------------------ drawing
 
   _schedule() {
-    if (this._syncError) {
-      this._syncError = "";
-      this._error();
-    }
+    this._clearSyncError();
     this._frames.schedule();
   }
 
@@ -432,17 +393,5 @@ export class CalibrationView {
     ].join(" · ");
     this.diagramReadout.textContent = text;
     this.histReadout.textContent = text;
-  }
-
-  dispose() {
-    for (const [event, cb] of this._listeners) this.model.off(event, cb);
-    this._listeners.length = 0;
-    this.sync.dispose();
-    this.request.dispose();
-    clearTimeout(this._restTimer);
-    this._frames.cancel();
-    this.diagram.destroy();
-    this.histogram.destroy();
-    this.root.remove();
   }
 }

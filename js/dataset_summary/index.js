@@ -1,4 +1,5 @@
 // The DatasetSummary widget's entry: anywidget reads the default export.
+import "../shared/theme.css";
 import "./dataset_summary.css";
 import { DatasetSummaryView } from "./view.js";
 

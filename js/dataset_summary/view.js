@@ -6,6 +6,7 @@
 import { h } from "../shared/dom.js";
 import { fmtInt, fmtValue } from "../shared/format.js";
 import { PagedTable } from "../shared/table.js";
+import { WidgetView } from "../shared/view.js";
 
 /** A share as a percentage: "33.3%" ("–" where there is none). */
 export function fmtShare(v) {
@@ -44,27 +45,19 @@ export function targetHeads(data) {
   return data.labels.map((l) => `${l} positive rate`);
 }
 
-export class DatasetSummaryView {
+export class DatasetSummaryView extends WidgetView {
+  /** @param {import("../shared/view.js").Model} model @param {HTMLElement} el */
   constructor(model, el) {
-    this.model = model;
-    this.el = el;
-    /** @type {Array<[string, Function]>} */
-    this._listeners = [];
+    super(model, el);
     this._build();
     this._on("change:data", () => this._render());
     this._on("change:version", () => this._render());
     this._on("change:error", () => this._error());
     this._render();
-    this._error();
-  }
-
-  _on(event, cb) {
-    this.model.on(event, cb);
-    this._listeners.push([event, cb]);
   }
 
   _build() {
-    this.root = h("div", { class: "nnx-dsum", role: "region", "aria-label": "Dataset summary" });
+    this._makeRoot("nnx-dsum", "Dataset summary");
     this.title = h("div", { class: "nnx-ds-title", "data-testid": "title" });
     this.meta = h("div", { class: "nnx-ds-meta", "data-testid": "meta" });
     this.thead = h("thead");
@@ -76,8 +69,6 @@ export class DatasetSummaryView {
     this.features.follow = false; // a feature list reads from its first column
     this.featBox = h("details", { class: "nnx-ds-features" }, [this.featHead, this.features.root]);
     this.checks = h("ul", { class: "nnx-ds-checks", "data-testid": "checks" });
-    this.error = h("pre", { class: "nnx-error", "data-testid": "error", role: "alert" });
-    this.error.hidden = true;
     this.root.append(
       this.title,
       this.meta,
@@ -86,9 +77,8 @@ export class DatasetSummaryView {
       this.featBox,
       h("div", { class: "nnx-ds-sub", text: "Admission checks that ran" }),
       this.checks,
-      this.error,
+      this._makeError(),
     );
-    this.el.append(this.root);
   }
 
   _render() {
@@ -148,17 +138,5 @@ export class DatasetSummaryView {
 
     const checks = data.checks || [];
     this.checks.replaceChildren(...checks.map((c) => h("li", { text: c })));
-  }
-
-  _error() {
-    const text = this.model.get("error") || "";
-    this.error.textContent = text;
-    this.error.hidden = !text;
-  }
-
-  dispose() {
-    for (const [event, cb] of this._listeners) this.model.off(event, cb);
-    this._listeners.length = 0;
-    this.root.remove();
   }
 }

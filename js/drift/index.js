@@ -1,4 +1,5 @@
 // The DriftReport widget's entry: anywidget reads the default export.
+import "../shared/theme.css";
 import "./drift.css";
 import { DriftView } from "./view.js";
 

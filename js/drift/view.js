@@ -3,6 +3,7 @@
 // marked, "changed only" hides the rest (a synced trait: it survives a reload). The view
 // computes nothing: it draws what the kernel sent.
 import { h } from "../shared/dom.js";
+import { WidgetView } from "../shared/view.js";
 
 /** A cell's text for a value of one side ("–" where the side has none). */
 export function cellText(value, absent) {
@@ -18,12 +19,10 @@ export function idWord(changesRunId) {
   return changesRunId ? "changes" : "same";
 }
 
-export class DriftView {
+export class DriftView extends WidgetView {
+  /** @param {import("../shared/view.js").Model} model @param {HTMLElement} el */
   constructor(model, el) {
-    this.model = model;
-    this.el = el;
-    /** @type {Array<[string, Function]>} */
-    this._listeners = [];
+    super(model, el);
     /** what each row said in the previous report, and the rows that differ from it */
     this._last = new Map();
     this._moved = new Set();
@@ -36,22 +35,15 @@ export class DriftView {
     for (const name of ["changed_only", "side_names", "waiting", "version"]) this._on(`change:${name}`, () => this._render());
     this._on("change:error", () => this._error());
     this._render();
-    this._error();
-  }
-
-  _on(event, cb) {
-    this.model.on(event, cb);
-    this._listeners.push([event, cb]);
   }
 
   _build() {
-    this.root = h("div", { class: "nnx-drift", role: "region", "aria-label": "Config-drift report" });
+    this._makeRoot("nnx-drift", "Config-drift report");
     this.sides = h("div", { class: "nnx-dr-sides", "data-testid": "sides" });
     this.counts = h("span", { class: "nnx-dr-counts", "data-testid": "counts", role: "status" });
     this.filter = h("input", { type: "checkbox", "data-testid": "changed-only" });
     this.filter.addEventListener("change", () => {
-      this.model.set("changed_only", this.filter.checked);
-      this.model.save_changes();
+      this._setTrait("changed_only", this.filter.checked);
       this._render();
     });
     const bar = h("div", { class: "nnx-dr-bar" }, [this.counts, h("label", { class: "nnx-dr-filter" }, [this.filter, "changed only"])]);
@@ -61,8 +53,6 @@ export class DriftView {
     this.table = h("table", { class: "nnx-dr-table", "data-testid": "drift-table" }, [this.thead, this.tbody]);
     this.empty = h("p", { class: "nnx-dr-empty", "data-testid": "empty" });
     this.limits = h("ul", { class: "nnx-dr-limits", "data-testid": "limits" });
-    this.error = h("pre", { class: "nnx-error", "data-testid": "error", role: "alert" });
-    this.error.hidden = true;
     this.root.append(
       h("div", { class: "nnx-dr-title", text: "Config drift" }),
       this.sides,
@@ -71,9 +61,8 @@ export class DriftView {
       h("div", { class: "nnx-dr-box" }, [this.table]),
       this.empty,
       this.limits,
-      this.error,
+      this._makeError(),
     );
-    this.el.append(this.root);
   }
 
   /** A new report: the rows whose values moved since the previous one are marked. */
@@ -154,17 +143,5 @@ export class DriftView {
     this.limits.replaceChildren(...limits.map((t) => h("li", { text: t })));
     this.limits.hidden = limits.length === 0;
     this.root.dataset.version = String(version);
-  }
-
-  _error() {
-    const text = this.model.get("error") || "";
-    this.error.textContent = text;
-    this.error.hidden = !text;
-  }
-
-  dispose() {
-    for (const [event, cb] of this._listeners) this.model.off(event, cb);
-    this._listeners.length = 0;
-    this.root.remove();
   }
 }

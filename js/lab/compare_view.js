@@ -98,7 +98,7 @@ export class CompareView {
     this.legend.dataset.testid = "compare-legend";
     this.smoothing = h("input", { type: "range", min: "0", max: "0.99", step: "0.01", value: "0.6", "aria-label": "Smoothing factor", "data-testid": "compare-smoothing" });
     this.smoothing.addEventListener("input", () => this._render());
-    this.metricSelect = h("select", { "aria-label": "Per-epoch metric", "data-testid": "compare-metric" });
+    this.metricSelect = h("select", { class: "nnx-input", "aria-label": "Per-epoch metric", "data-testid": "compare-metric" });
     this.metricSelect.addEventListener("change", () => this._render());
     const toolbar = h("div", { class: "nnx-toolbar" }, [h("label", { class: "nnx-range" }, ["smoothing", this.smoothing]), h("label", {}, ["per epoch: ", this.metricSelect])]);
     this.lossFig = h("figure", { class: "nnx-chart nnx-chart-wide", "data-testid": "compare-loss-chart" }, [h("figcaption", { text: "Training loss per step (smoothed)" })]);

@@ -3,6 +3,8 @@
 // kernel), compare panels, and the way in from a notebook (nnx_lab.open_in_panel and
 // the link in the TrainingMonitor's header). The chart, series and formatting code is
 // the anywidget bundle's own (js/shared, js/monitor): one code base, two entry points.
+import "../shared/theme.css";
+import "../shared/chart.css";
 import "../monitor/monitor.css";
 import "./lab.css";
 import { ILabShell, ILayoutRestorer } from "@jupyterlab/application";

@@ -130,7 +130,7 @@ export class RunsList {
     this.sortSelect.addEventListener("change", () => this.render());
     this.refreshButton = h("button", { type: "button", class: "nnx-tool", title: "Search the runs folders again", "data-testid": "runs-refresh", text: "Refresh" });
     this.refreshButton.addEventListener("click", () => this.refresh({ rescan: true }));
-    this.compareButton = h("button", { type: "button", class: "nnx-button", "data-testid": "runs-compare", text: "Compare" });
+    this.compareButton = h("button", { type: "button", class: "nnx-btn nnx-runs-compare", "data-testid": "runs-compare", text: "Compare" });
     this.compareButton.addEventListener("click", () => {
       const rows = this.rows.filter((r) => this.selected.has(runKey(r)));
       if (rows.length >= 2) this.onCompare(rows);

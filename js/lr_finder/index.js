@@ -1,4 +1,6 @@
 // The LRFinderWidget's entry: anywidget reads the default export.
+import "../shared/theme.css";
+import "../shared/chart.css";
 import "./lr_finder.css";
 import { LRFinderView } from "./view.js";
 

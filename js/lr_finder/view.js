@@ -4,10 +4,10 @@
 // drag on the curve to choose a rate; "Use this LR" hands it to the plan. The sweep
 // lives in the kernel: the view says hello and receives the curve (shared/transport).
 import { Chart } from "../shared/chart.js";
-import { frameScheduler, h, legend } from "../shared/dom.js";
+import { h, legend } from "../shared/dom.js";
 import { fmtInt, fmtValue } from "../shared/format.js";
 import { STOP } from "../shared/protocol.js";
-import { ViewSync } from "../shared/transport.js";
+import { SeriesView } from "../shared/series_view.js";
 
 export const SERIES = "sweep";
 const TERMINAL = new Set(["finished", "stopped", "failed"]);
@@ -70,71 +70,46 @@ export function marksOf({ suggestions = {}, rule = "", suggested = null, chosen 
   return { markers, marks };
 }
 
-export class LRFinderView {
-  /** @param {any} model the anywidget model @param {HTMLElement} el */
+export class LRFinderView extends SeriesView {
+  /** @param {import("../shared/view.js").Model} model @param {HTMLElement} el */
   constructor(model, el) {
-    this.model = model;
-    this.el = el;
-    /** @type {Array<[string, Function]>} */
-    this._listeners = [];
-    this._frames = frameScheduler(() => {
-      if (!this._disposed) this._render();
-    });
+    super(model, el);
+    this._frames = this._frameScheduler(() => this._render());
     /** a rate being dragged (not yet sent), or null */
     this.preview = null;
     this._yRange = null;
     this._build();
-    this.sync = new ViewSync(model, {
-      series: [SERIES],
-      onChange: () => {
-        if (this._syncError) {
-          this._syncError = "";
-          this._error();
-        }
-        this._schedule();
-      },
-      onError: (text) => {
-        this._syncError = text;
-        this._error();
-      },
-    });
-    this._on("msg:custom", (msg, buffers) => this.sync.handle(msg, buffers));
+    this._onDispose(() => this.chart.destroy());
+    this._connect({ series: [SERIES], onChange: () => this._schedule() });
     for (const name of TRAITS) this._on(`change:${name}`, () => this._refresh());
     this._on("change:error", () => this._error());
     this._refresh();
-    this._error();
     this._render();
     this.sync.hello();
-  }
-
-  _on(event, cb) {
-    this.model.on(event, cb);
-    this._listeners.push([event, cb]);
   }
 
   // ------------------------------------------------------------------ DOM
 
   _build() {
-    this.root = h("div", { class: "nnx-lr-finder", role: "region", "aria-label": "LR finder" });
-    this.el.append(this.root);
+    this._makeRoot("nnx-lr-finder", "LR finder");
     this.status = h("span", { class: "nnx-lr-status", "data-testid": "status", role: "status" });
     this.progress = h("span", { class: "nnx-lr-progress", "data-testid": "progress" });
     this.reason = h("span", { class: "nnx-lr-reason", "data-testid": "reason" });
-    this.stopButton = h("button", { type: "button", class: "nnx-lr-button", "data-testid": "stop", text: "Stop" });
+    this.stopButton = h("button", { type: "button", class: "nnx-btn", "data-testid": "stop", text: "Stop" });
     this.stopButton.addEventListener("click", () => this._stop());
-    this.restartButton = h("button", { type: "button", class: "nnx-lr-button", "data-testid": "restart", text: "Sweep again" });
+    this.restartButton = h("button", { type: "button", class: "nnx-btn", "data-testid": "restart", text: "Sweep again" });
     this.restartButton.addEventListener("click", () => this.model.send({ kind: "restart" }));
     const header = h("div", { class: "nnx-lr-header" }, [
       h("span", { class: "nnx-lr-title", text: "LR finder" }),
       this.status,
       this.progress,
       this.reason,
-      h("span", { class: "nnx-lr-spacer" }),
+      h("span", { class: "nnx-spacer" }),
       this.stopButton,
       this.restartButton,
     ]);
 
-    this.fig = h("figure", { class: "nnx-lr-chart", "data-testid": "lr-chart", "data-points": "0" });
+    this.fig = h("figure", { class: "nnx-chart nnx-lr-chart", "data-testid": "lr-chart", "data-points": "0" });
     this.fig.append(h("figcaption", { text: "Loss against learning rate: click or drag on the curve to choose a rate" }));
     this.chart = new Chart(this.fig, {
       title: "Loss against learning rate, raw and smoothed",
@@ -175,7 +150,7 @@ export class LRFinderView {
     this.chosenInput.addEventListener("keydown", (e) => {
       if (e.key === "Enter") this.chosenInput.blur();
     });
-    this.useButton = h("button", { type: "button", class: "nnx-lr-button nnx-lr-primary", "data-testid": "use", text: "Use this LR" });
+    this.useButton = h("button", { type: "button", class: "nnx-btn nnx-btn-primary", "data-testid": "use", text: "Use this LR" });
     this.useButton.addEventListener("click", () => this.model.send({ kind: "use" }));
     this.applied = h("span", { class: "nnx-lr-applied", "data-testid": "applied" });
     this.planLr = h("span", { class: "nnx-lr-plan", "data-testid": "plan-lr" });
@@ -187,9 +162,7 @@ export class LRFinderView {
     ]);
     this.inputError = h("div", { class: "nnx-lr-input-error", "data-testid": "input-error", role: "alert" });
     this.inputError.hidden = true;
-    this.error = h("pre", { class: "nnx-error", "data-testid": "error", role: "alert" });
-    this.error.hidden = true;
-    this.root.append(header, this.fig, this.rules, choice, this.inputError, this.error);
+    this.root.append(header, this.fig, this.rules, choice, this.inputError, this._makeError());
   }
 
   // ------------------------------------------------------------------ kernel -> view
@@ -289,12 +262,6 @@ export class LRFinderView {
     this.chart.setMarkers(markers);
   }
 
-  _error() {
-    const text = this.model.get("error") || this._syncError || "";
-    this.error.textContent = text;
-    this.error.hidden = !text;
-  }
-
   // ------------------------------------------------------------------ the curve
 
   _schedule() {
@@ -337,8 +304,7 @@ export class LRFinderView {
   }
 
   _choose(lr) {
-    this.model.set("chosen_lr", lr);
-    this.model.save_changes();
+    this._setTrait("chosen_lr", lr);
     this.chosenInput.value = fmtLr(lr);
     this._marks();
   }
@@ -346,15 +312,5 @@ export class LRFinderView {
   _stop() {
     this.stopButton.disabled = true;
     this.model.send({ kind: STOP });
-  }
-
-  dispose() {
-    this._disposed = true;
-    for (const [event, cb] of this._listeners) this.model.off(event, cb);
-    this._listeners.length = 0;
-    this._frames.cancel();
-    this.sync.dispose();
-    this.chart.destroy();
-    this.root.remove();
   }
 }

@@ -2,7 +2,7 @@
 // one colour per run, the same in every chart, in the legend and in the runs table.
 // The kernel lists the runs in the synced `runs` trait (what to draw) and sends each
 // run's rows as the series `<key>.steps` / `<key>.epochs`.
-import { alignColumns } from "../shared/chart.js";
+import { alignColumns } from "../shared/plot_values.js";
 import { h } from "../shared/dom.js";
 import { fmtInt, fmtValue } from "../shared/format.js";
 import { smoothLoss } from "./smoothing.js";

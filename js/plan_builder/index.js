@@ -1,4 +1,5 @@
 // The PlanBuilder widget's entry: anywidget reads the default export.
+import "../shared/theme.css";
 import "./plan_builder.css";
 import { PlanBuilderView } from "./view.js";
 

@@ -4,32 +4,35 @@
 // kept branches, and the builder's TrainingMonitor drawn below (a child widget). The plan lives in the kernel: the view
 // sends each edit (debounced while typing) and shows what the kernel says back.
 import { h } from "../shared/dom.js";
+import { WidgetView } from "../shared/view.js";
 import { choiceKey, choiceLabel, fieldTitle, inputKind, isOff, placeholder, shortValue, valueText } from "./fields.js";
 
 export const TYPING_DEBOUNCE_MS = 350;
 
 const TRAITS = ["values", "drafts", "errors", "problems", "set_paths", "objects", "run_id", "run_state", "run_note", "run_exists", "branch_list", "busy", "processes", "processes_error"];
 
-export class PlanBuilderView {
+export class PlanBuilderView extends WidgetView {
   /**
-   * @param {any} model  the anywidget model
+   * @param {import("../shared/view.js").Model} model
    * @param {HTMLElement} el
    * @param {{host?: any, signal?: AbortSignal, debounceMs?: number}} [opts]
    */
   constructor(model, el, opts = {}) {
-    this.model = model;
-    this.el = el;
+    super(model, el);
     this.host = opts.host;
     this.signal = opts.signal;
     this.debounceMs = opts.debounceMs ?? TYPING_DEBOUNCE_MS;
-    /** @type {Array<[string, Function]>} */
-    this._listeners = [];
     /** @type {Map<string, {field: any, row: HTMLElement, input: any, error: HTMLElement}>} */
     this.inputs = new Map();
     /** @type {Map<string, ReturnType<typeof setTimeout>>} edits waiting for the typing to rest */
     this._pending = new Map();
     this._monitorRef = null;
     this._monitorAbort = null;
+    this._onDispose(() => {
+      for (const t of this._pending.values()) clearTimeout(t);
+      this._pending.clear();
+      if (this._monitorAbort) this._monitorAbort.abort();
+    });
     this._build();
     this._on("change:fields", () => this._buildForm());
     this._on("change:sections", () => this._buildForm());
@@ -37,13 +40,7 @@ export class PlanBuilderView {
     this._on("change:error", () => this._error());
     this._on("change:monitor", () => this._showMonitor());
     this._buildForm();
-    this._error();
     this._showMonitor();
-  }
-
-  _on(event, cb) {
-    this.model.on(event, cb);
-    this._listeners.push([event, cb]);
   }
 
   _send(content) {
@@ -53,7 +50,7 @@ export class PlanBuilderView {
   // ------------------------------------------------------------------ DOM
 
   _build() {
-    this.root = h("div", { class: "nnx-plan-builder", role: "region", "aria-label": "Experiment plan builder" });
+    this._makeRoot("nnx-plan-builder", "Experiment plan builder");
     this.runId = h("code", { class: "nnx-pb-run-id", "data-testid": "plan-run-id" });
     this.runState = h("span", { class: "nnx-pb-run-state", "data-testid": "plan-run-state" });
     this.runNote = h("span", { class: "nnx-pb-run-note", "data-testid": "plan-run-note" });
@@ -65,13 +62,13 @@ export class PlanBuilderView {
     this.objectsBox = h("ul", { class: "nnx-pb-objects", "data-testid": "objects" });
     this.form = h("div", { class: "nnx-pb-form", "data-testid": "form" });
 
-    const button = (label, testid, fn, cls = "nnx-pb-button") => {
+    const button = (label, testid, fn, cls = "nnx-btn") => {
       const b = h("button", { type: "button", class: cls, "data-testid": testid, text: label });
       b.addEventListener("click", fn);
       return b;
     };
-    this.fitButton = button("Fit", "fit", () => this._action("fit"), "nnx-pb-button nnx-pb-primary");
-    this.processesInput = h("input", { type: "text", class: "nnx-pb-processes", "data-testid": "processes", inputmode: "numeric", spellcheck: "false", autocomplete: "off", "aria-label": "Processes" });
+    this.fitButton = button("Fit", "fit", () => this._action("fit"), "nnx-btn nnx-btn-primary");
+    this.processesInput = h("input", { type: "text", class: "nnx-input nnx-pb-processes", "data-testid": "processes", inputmode: "numeric", spellcheck: "false", autocomplete: "off", "aria-label": "Processes" });
     // sent when committed (Enter or leaving the box), not per keystroke: the kernel checks it
     this.processesInput.addEventListener("change", () => this._send({ kind: "set_processes", text: this.processesInput.value }));
     this.processesInput.addEventListener("keydown", (e) => {
@@ -80,7 +77,7 @@ export class PlanBuilderView {
     const processes = h("label", { class: "nnx-pb-processes-box", title: "1: train in the kernel; N > 1: launch N processes (nnx_lab.launch)" }, [h("span", { class: "nnx-label", text: "processes" }), this.processesInput]);
     this.processesError = h("div", { class: "nnx-pb-processes-error", "data-testid": "processes-error", role: "alert" });
     this.processesError.hidden = true;
-    this.branchName = h("input", { type: "text", class: "nnx-pb-branch-name", "data-testid": "branch-name", placeholder: "branch name", "aria-label": "Branch name", maxlength: "40" });
+    this.branchName = h("input", { type: "text", class: "nnx-input nnx-pb-branch-name", "data-testid": "branch-name", placeholder: "branch name", "aria-label": "Branch name", maxlength: "40" });
     this.branchButton = button("Branch", "branch", () => this._branch());
     this.branchName.addEventListener("keydown", (e) => {
       if (e.key === "Enter") this._branch();
@@ -99,11 +96,9 @@ export class PlanBuilderView {
       this.resetButton,
     ]);
     this.branchBox = h("ul", { class: "nnx-pb-branches", "data-testid": "branches", "aria-label": "Branches" });
-    this.error = h("pre", { class: "nnx-error", "data-testid": "plan-error", role: "alert" });
-    this.error.hidden = true;
+    this._makeError("plan-error");
     this.monitorSlot = h("div", { class: "nnx-pb-monitor", "data-testid": "monitor-slot" });
     this.root.append(header, this.problemBox, this.objectsBox, this.form, actions, this.processesError, this.branchBox, this.error, this.monitorSlot);
-    this.el.append(this.root);
   }
 
   /** One input per field, in sections; rebuilt only when the fields themselves change. */
@@ -143,14 +138,14 @@ export class PlanBuilderView {
       input = h("input", { type: "checkbox", id });
       input.addEventListener("change", () => this._send({ kind: "edit", path: f.path, value: input.checked }));
     } else if (kind === "select") {
-      input = h("select", { id });
+      input = h("select", { id, class: "nnx-input" });
       for (const c of f.choices) input.append(h("option", { value: choiceKey(c), text: choiceLabel(c) }));
       input.addEventListener("change", () => {
         if (input.value === "__custom__") return;
         this._send({ kind: "edit", path: f.path, value: JSON.parse(input.value) });
       });
     } else {
-      input = h("input", { type: "text", id, spellcheck: "false", autocomplete: "off", placeholder: placeholder(f) });
+      input = h("input", { type: "text", id, class: "nnx-input", spellcheck: "false", autocomplete: "off", placeholder: placeholder(f) });
       input.addEventListener("input", () => this._typed(f.path));
       input.addEventListener("blur", () => {
         this._flush(f.path);
@@ -330,12 +325,6 @@ export class PlanBuilderView {
     this.branchBox.hidden = rows.length === 0;
   }
 
-  _error() {
-    const text = this.model.get("error") || "";
-    this.error.textContent = text;
-    this.error.hidden = !text;
-  }
-
   // ------------------------------------------------------------------ the monitor
 
   /** Draw the builder's TrainingMonitor (a child widget) under the form. */
@@ -363,15 +352,5 @@ export class PlanBuilderView {
     } catch (err) {
       if (!controller.signal.aborted) this.monitorSlot.textContent = `nnx-lab: the monitor could not be drawn (${err && err.message ? err.message : err})`;
     }
-  }
-
-  dispose() {
-    this._disposed = true;
-    for (const [event, cb] of this._listeners) this.model.off(event, cb);
-    this._listeners.length = 0;
-    for (const t of this._pending.values()) clearTimeout(t);
-    this._pending.clear();
-    if (this._monitorAbort) this._monitorAbort.abort();
-    this.root.remove();
   }
 }

@@ -7,9 +7,13 @@
 // point); colours from JupyterLab's theme.
 // With `dragPick` a drag picks (the pick follows the mouse) instead of zooming; `yRange`
 // replaces the y range the data would give (e.g. to keep a diverging tail from
-// flattening the rest).
+// flattening the rest). The columns become uPlot's values in plot_values.js; what lies
+// over the series (marks, markers, dots) is drawn by chart_overlay.js.
 import uPlot from "uplot";
 import "uplot/dist/uPlot.min.css";
+import { drawOverlay } from "./chart_overlay.js";
+import { toPlotValues } from "./plot_values.js";
+import { cssVar, resolveColor } from "./theme.js";
 
 /**
  * @typedef {{label: string, color: string, width?: number, dash?: number[],
@@ -32,97 +36,6 @@ import "uplot/dist/uPlot.min.css";
  *   yRange?: (min: number, max: number) => ([number, number]|null),
  *   onDraw?: (ranges: {x: number[], y: number[], logY: boolean, logX: boolean}) => void}} ChartOptions
  */
-
-/** Read a CSS variable on `el`, with a fallback for pages outside JupyterLab. */
-export function cssVar(el, name, fallback) {
-  try {
-    const v = getComputedStyle(el).getPropertyValue(name).trim();
-    return v || fallback;
-  } catch {
-    return fallback;
-  }
-}
-
-/** A colour given as a CSS variable name is resolved on `el`; others pass through. */
-function resolveColor(el, color, fallback = "#888") {
-  return color && color.startsWith("--") ? cssVar(el, color, fallback) : color || fallback;
-}
-
-/**
- * Values as uPlot wants them: an Array where a gap is null. Non-finite values are
- * gaps; on a log scale so are values <= 0 (they have no place on it). `undefined`
- * (a plain Array's hole where another series has a point, see alignColumns) stays
- * undefined: uPlot draws the line on across it.
- * @param {ArrayLike<number|undefined>} values @param {boolean} log
- * @returns {{data: (number|null|undefined)[], gaps: number, dropped: number}}
- */
-export function toPlotValues(values, log = false) {
-  const n = values.length;
-  const data = new Array(n);
-  let gaps = 0;
-  let dropped = 0;
-  for (let i = 0; i < n; i++) {
-    const v = values[i];
-    if (v === undefined) {
-      data[i] = undefined;
-    } else if (!Number.isFinite(v)) {
-      data[i] = null;
-      gaps += 1;
-    } else if (log && v <= 0) {
-      data[i] = null;
-      dropped += 1;
-    } else data[i] = v;
-  }
-  return { data, gaps, dropped };
-}
-
-/**
- * Several series with x columns of their own on one shared x: the sorted union of
- * their x values, and per series an Array with its values at its own x and
- * `undefined` elsewhere (drawn across; a NaN of its own stays a gap).
- * @param {{x: ArrayLike<number>, ys: ArrayLike<number>[]}[]} parts  x ascending
- * @returns {{x: number[], ys: (number|undefined)[][]}}
- */
-export function alignColumns(parts) {
-  const all = [];
-  for (const p of parts) for (let i = 0; i < p.x.length; i++) all.push(p.x[i]);
-  all.sort((a, b) => a - b);
-  const x = [];
-  for (const v of all) if (x.length === 0 || x[x.length - 1] !== v) x.push(v);
-  const ys = [];
-  for (const p of parts) {
-    const cols = p.ys.map(() => new Array(x.length).fill(undefined));
-    let j = 0;
-    for (let i = 0; i < p.x.length; i++) {
-      while (x[j] < p.x[i]) j++;
-      for (let c = 0; c < cols.length; c++) cols[c][j] = p.ys[c][i];
-    }
-    ys.push(...cols);
-  }
-  return { x, ys };
-}
-
-/**
- * Indices of the marks to draw so that neighbours are at least `minGap` pixels apart.
- * @param {number[]} px  mark positions in pixels, ascending
- */
-export function thinMarks(px, minGap) {
-  if (px.length < 2) return px.map((_, i) => i);
-  const span = px[px.length - 1] - px[0];
-  const mean = span / (px.length - 1);
-  const every = mean >= minGap ? 1 : Math.ceil(minGap / Math.max(mean, 1e-9));
-  const out = [];
-  let lastPx = -Infinity;
-  for (let i = 0; i < px.length; i += every) {
-    if (px[i] - lastPx >= minGap) {
-      out.push(i);
-      lastPx = px[i];
-    }
-  }
-  return out;
-}
-
-const MIN_MARK_GAP = 8; // px between epoch marks; denser marks are thinned
 
 export class Chart {
   /** @param {HTMLElement} host @param {ChartOptions} opts */
@@ -238,7 +151,7 @@ export class Chart {
       hooks: {
         setCursor: [(u) => o.onCursor && o.onCursor(u.cursor.idx ?? null)],
         setSelect: [(u) => this._onSelect(u)],
-        draw: [(u) => this._drawMarks(u), (u) => o.onDraw && o.onDraw(this.ranges(u))],
+        draw: [(u) => drawOverlay(this, u), (u) => o.onDraw && o.onDraw(this.ranges(u))],
         ready: [(u) => this._bindClick(u)],
       },
     };
@@ -471,66 +384,6 @@ export class Chart {
   setMarkers(markers) {
     this.markers = markers;
     if (this.plot) this.plot.redraw(false, false);
-  }
-
-  _drawMarks(u) {
-    const ctx = u.ctx;
-    const { left, top, width, height } = u.bbox;
-    const dpr = (typeof window !== "undefined" && window.devicePixelRatio) || 1;
-    const inRange = (x) => x >= u.scales.x.min && x <= u.scales.x.max;
-    const visible = this.marks.filter(inRange);
-    const px = visible.map((x) => Math.round(u.valToPos(x, "x", true)));
-    const keep = thinMarks(px, MIN_MARK_GAP * dpr);
-    this.info.marksDrawn = keep.length;
-    ctx.save();
-    ctx.beginPath();
-    ctx.rect(left, top, width, height);
-    ctx.clip();
-    if (keep.length) {
-      ctx.strokeStyle = cssVar(this.host, "--jp-border-color1", "#bdbdbd");
-      ctx.lineWidth = dpr;
-      ctx.setLineDash([3 * dpr, 3 * dpr]);
-      ctx.beginPath();
-      for (const i of keep) {
-        ctx.moveTo(px[i] + 0.5, top);
-        ctx.lineTo(px[i] + 0.5, top + height);
-      }
-      ctx.stroke();
-    }
-    ctx.setLineDash([]);
-    for (const m of this.markers) {
-      if (!inRange(m.x)) continue;
-      const x = Math.round(u.valToPos(m.x, "x", true)) + 0.5;
-      const color = resolveColor(this.host, m.color, "#d32f2f");
-      ctx.strokeStyle = color;
-      ctx.fillStyle = color;
-      ctx.lineWidth = 2 * dpr;
-      ctx.beginPath();
-      ctx.moveTo(x, top);
-      ctx.lineTo(x, top + height);
-      ctx.stroke();
-      ctx.font = `600 ${11 * dpr}px ${cssVar(this.host, "--jp-ui-font-family", "sans-serif")}`;
-      ctx.textBaseline = "top";
-      const w = ctx.measureText ? ctx.measureText(m.label).width : 0;
-      const right = x + 4 * dpr + w < left + width;
-      ctx.textAlign = right ? "left" : "right";
-      ctx.fillText(m.label, right ? x + 4 * dpr : x - 4 * dpr, top + 4 * dpr);
-    }
-    this.info.dotsDrawn = 0;
-    for (const d of this.dots) {
-      if (!Number.isFinite(d.x) || !Number.isFinite(d.y) || !inRange(d.x)) continue;
-      const x = u.valToPos(d.x, "x", true);
-      const y = u.valToPos(d.y, "y", true);
-      ctx.fillStyle = resolveColor(this.host, d.color, "#d32f2f");
-      ctx.strokeStyle = cssVar(this.host, "--jp-layout-color0", "#ffffff");
-      ctx.lineWidth = 2 * dpr;
-      ctx.beginPath();
-      ctx.arc(x, y, 5 * dpr, 0, 2 * Math.PI);
-      ctx.fill();
-      ctx.stroke();
-      this.info.dotsDrawn += 1;
-    }
-    ctx.restore();
   }
 
   _resize() {

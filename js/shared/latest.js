@@ -78,3 +78,19 @@ export class LatestRequest {
     this.pending = undefined;
   }
 }
+
+/**
+ * Write trait `name` for `request` (the kernel answers a new value by bumping its
+ * `revision`). A value the kernel holds already changes nothing, sends nothing and
+ * gets no answer: the request counts as answered at once instead of waiting for one.
+ * @param {import("./view.js").Model} model @param {string} name @param {any} value
+ * @param {LatestRequest} request
+ */
+export function writeAnswered(model, name, value, request) {
+  if (model.get(name) === value) {
+    queueMicrotask(() => request.answered());
+    return;
+  }
+  model.set(name, value);
+  model.save_changes();
+}

@@ -1,22 +1,11 @@
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it } from "vitest";
 import { AbstentionView, nearestStop, riskDomain } from "../../js/abstention/view.js";
-import { fakeModel, manualClock, op, settle, snapshot } from "./helpers.js";
+import { byTestId, disposeView, fakeModel, manualClock, op, settle, snapshot, testHost } from "./helpers.js";
 
-let el;
+const el = testHost();
+const q = byTestId(el);
 let view;
-
-beforeEach(() => {
-  el = document.createElement("div");
-  document.body.append(el);
-});
-
-afterEach(() => {
-  if (view) view.dispose();
-  view = undefined;
-  el.remove();
-});
-
-const q = (id) => el.querySelector(`[data-testid="${id}"]`);
+afterEach(() => (view = disposeView(view)));
 
 const INFO = {
   rows: 100,

@@ -1,8 +1,6 @@
 // The built bundles (what anywidget loads from a notebook), not the sources.
-import { existsSync } from "node:fs";
-import { resolve } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { fakeModel, settle } from "./helpers.js";
+import { builtWidget, fakeModel, settle } from "./helpers.js";
 
 // entry -> [initial traits, the root's class, text the first render shows]
 const ENTRIES = {
@@ -24,15 +22,11 @@ describe.each(Object.entries(ENTRIES))("built %s bundle", (entry, [state, rootCl
   afterEach(() => el && el.remove());
 
   it("exports only a default widget object with render (anywidget warns about a direct render export)", async () => {
-    const bundle = resolve(`nnx_lab/static/${entry}.js`);
-    expect(existsSync(bundle), "run `npm run build` first").toBe(true);
-    const mod = await import(/* @vite-ignore */ bundle);
-    expect(Object.keys(mod)).toEqual(["default"]);
-    expect(Object.keys(mod.default)).toEqual(["render"]);
+    const widget = await builtWidget(entry);
     el = document.createElement("div");
     document.body.append(el);
     const model = fakeModel(state);
-    const cleanup = mod.default.render({ model, el });
+    const cleanup = widget.render({ model, el });
     await settle();
     expect(el.querySelector(rootClass).textContent).toContain(text);
     expect(el.querySelector(".uplot")).not.toBeNull();

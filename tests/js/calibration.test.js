@@ -1,22 +1,11 @@
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it } from "vitest";
 import { binGeometry, CalibrationView, fmtChange, positionToTemperature, temperatureToPosition } from "../../js/calibration/view.js";
-import { fakeModel, manualClock, op, settle, snapshot, update } from "./helpers.js";
+import { byTestId, disposeView, fakeModel, manualClock, op, settle, snapshot, testHost, update } from "./helpers.js";
 
-let el;
+const el = testHost();
+const q = byTestId(el);
 let view;
-
-beforeEach(() => {
-  el = document.createElement("div");
-  document.body.append(el);
-});
-
-afterEach(() => {
-  if (view) view.dispose();
-  view = undefined;
-  el.remove();
-});
-
-const q = (id) => el.querySelector(`[data-testid="${id}"]`);
+afterEach(() => (view = disposeView(view)));
 
 const INFO = {
   rows: 1000,

@@ -1,5 +1,7 @@
 import { afterEach, describe, expect, it } from "vitest";
-import { Chart, thinMarks, toPlotValues } from "../../js/shared/chart.js";
+import { Chart } from "../../js/shared/chart.js";
+import { thinMarks } from "../../js/shared/chart_overlay.js";
+import { toPlotValues } from "../../js/shared/plot_values.js";
 import { settle } from "./helpers.js";
 
 let charts = [];

@@ -1,25 +1,14 @@
 // The DatasetSummary view: one row per split with the class balance (a class a split
 // lacks is flagged), the target range or the positive rates; the features; the checks;
 // drawn again when the kernel sends a new summary.
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it } from "vitest";
 import { DatasetSummaryView, fmtShare } from "../../js/dataset_summary/view.js";
-import { fakeModel } from "./helpers.js";
+import { byTestId, disposeView, fakeModel, testHost } from "./helpers.js";
 
-let el;
+const el = testHost();
+const q = byTestId(el);
 let view;
-
-beforeEach(() => {
-  el = document.createElement("div");
-  document.body.append(el);
-});
-
-afterEach(() => {
-  if (view) view.dispose();
-  view = undefined;
-  el.remove();
-});
-
-const q = (id) => el.querySelector(`[data-testid="${id}"]`);
+afterEach(() => (view = disposeView(view)));
 const row = (split) => q("splits-table").querySelector(`tr[data-split="${split}"]`);
 const cell = (split, key) => row(split).querySelector(`[data-cell="${key}"]`);
 

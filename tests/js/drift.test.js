@@ -1,26 +1,13 @@
 // The DriftReport view: the engine's report side by side, changed rows highlighted,
 // id-changing rows marked, "changed only", updates when the kernel sends a new report.
-import { existsSync } from "node:fs";
-import { resolve } from "node:path";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it } from "vitest";
 import { DriftView, cellText, idWord } from "../../js/drift/view.js";
-import { fakeModel } from "./helpers.js";
+import { builtWidget, byTestId, disposeView, fakeModel, testHost } from "./helpers.js";
 
-let el;
+const el = testHost();
+const q = byTestId(el);
 let view;
-
-beforeEach(() => {
-  el = document.createElement("div");
-  document.body.append(el);
-});
-
-afterEach(() => {
-  if (view) view.dispose();
-  view = undefined;
-  el.remove();
-});
-
-const q = (id, root = el) => root.querySelector(`[data-testid="${id}"]`);
+afterEach(() => (view = disposeView(view)));
 
 function row(what, then, now, extra = {}) {
   const changed = JSON.stringify(then) !== JSON.stringify(now);
@@ -125,13 +112,9 @@ describe("DriftReport view", () => {
 
 describe("built drift bundle", () => {
   it("exports only a default widget object with render, and cleans up", async () => {
-    const bundle = resolve("nnx_lab/static/drift.js");
-    expect(existsSync(bundle), "run `npm run build` first").toBe(true);
-    const mod = await import(/* @vite-ignore */ bundle);
-    expect(Object.keys(mod)).toEqual(["default"]);
-    expect(Object.keys(mod.default)).toEqual(["render"]);
+    const widget = await builtWidget("drift");
     const model = driftModel();
-    const cleanup = mod.default.render({ model, el });
+    const cleanup = widget.render({ model, el });
     expect(el.querySelectorAll('[data-testid="drift-table"] tbody tr')).toHaveLength(4);
     cleanup();
     expect(el.querySelector(".nnx-drift")).toBeNull();

@@ -1,29 +1,58 @@
-// Test doubles: an anywidget model, kernel-style series messages, a manual clock.
+// Test doubles: an anywidget model, kernel-style series messages, a manual clock; the
+// page a file's views are drawn in; the built bundles.
+import { existsSync } from "node:fs";
+import { resolve } from "node:path";
+import { afterEach, beforeEach, expect } from "vitest";
+import { emptyTraits } from "../../js/lab/run_state.js";
+
+/**
+ * A widget's built bundle (nnx_lab/static/<name>.js) as anywidget loads it: its default
+ * export, after checking that it exports nothing else and only render (anywidget warns
+ * about a direct render export).
+ */
+export async function builtWidget(name) {
+  const bundle = resolve(`nnx_lab/static/${name}.js`);
+  expect(existsSync(bundle), "run `npm run build` first").toBe(true);
+  const mod = await import(/* @vite-ignore */ bundle);
+  expect(Object.keys(mod)).toEqual(["default"]);
+  expect(Object.keys(mod.default)).toEqual(["render"]);
+  return mod.default;
+}
+
+/**
+ * The element a test file draws its views in: in the page during each test, emptied
+ * and out of it after.
+ */
+export function testHost() {
+  const el = document.createElement("div");
+  beforeEach(() => document.body.append(el));
+  afterEach(() => {
+    el.replaceChildren();
+    el.remove();
+  });
+  return el;
+}
+
+/** `q(id)`: the element with that data-testid under `el` (or under the root given). */
+export function byTestId(el) {
+  return (id, root = el) => root.querySelector(`[data-testid="${id}"]`);
+}
+
+/** Dispose a test's view unless the test did; undefined, for `view = disposeView(view)`. */
+export function disposeView(view) {
+  if (view && !view._disposed) view.dispose();
+  return undefined;
+}
 
 /** A fake anywidget model: get/set/on/off/save_changes/send, plus test helpers. */
 export function fakeModel(initial = {}) {
+  // the monitor's traits before a run (what the labextension's model starts from too)
   const state = {
-    run_id: "",
-    status: "created",
-    stop_reason: "",
-    epoch: 0,
-    n_epochs: 0,
-    step: 0,
-    total_steps: null,
-    samples: 0,
-    samples_per_sec: null,
-    elapsed: 0,
-    eta: null,
+    ...emptyTraits(),
     can_stop: false,
     from_log: false,
     smoothing: 0.9,
-    last_loss: null,
-    last_finite_loss: null,
-    last_finite_step: null,
-    loss_nonfinite_since: null,
-    loss_nonfinite_steps: 0,
     snapshot_of: "",
-    error: "",
     ...initial,
   };
   /** @type {Map<string, Set<Function>>} */
@@ -199,7 +228,13 @@ export function manualClock() {
   };
 }
 
-/** Wait for animation frames and timers queued by the code under test. */
-export function settle(ms = 40) {
-  return new Promise((resolve) => setTimeout(resolve, ms));
+/**
+ * Wait for animation frames and timers queued by the code under test. The frame and
+ * the timer at the end make it wait for what was queued before, however long a busy
+ * machine held it back (frames run in the order they were asked for).
+ */
+export async function settle(ms = 40) {
+  await new Promise((resolve) => setTimeout(resolve, ms));
+  if (typeof requestAnimationFrame === "function") await new Promise((resolve) => requestAnimationFrame(() => resolve()));
+  await new Promise((resolve) => setTimeout(resolve, 0));
 }

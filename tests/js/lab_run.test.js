@@ -138,14 +138,21 @@ describe("RunModel under the monitor's view", () => {
     view = model = el = undefined;
   });
 
-  it("answers the view's hello with the series and sends later rows as numbered updates", async () => {
-    const api = fakeApi({ lines: runLog({ runId: ID, steps: 40, perEpoch: 10, finished: null }) });
+  /** The monitor's view of a run followed through `api`, in the page; the follower started. */
+  function watch(api) {
     const follower = new RunFollower(api, "rk", ID, { pollMs: 10, statusEveryMs: 1e9 });
     model = new RunModel(follower, { throttleMs: 5 });
-    el = document.createElement("div");
-    document.body.append(el);
+    if (!el) {
+      el = document.createElement("div");
+      document.body.append(el);
+    }
     view = new MonitorView(model, el);
     follower.start();
+  }
+
+  it("answers the view's hello with the series and sends later rows as numbered updates", async () => {
+    const api = fakeApi({ lines: runLog({ runId: ID, steps: 40, perEpoch: 10, finished: null }) });
+    watch(api);
     await until(() => q(el, "loss-chart").dataset.points === "40");
     expect(q(el, "status").textContent).toBe("running");
     expect(q(el, "run-id").textContent).toBe(ID);
@@ -162,12 +169,7 @@ describe("RunModel under the monitor's view", () => {
 
   it("Stop asks the server, shows 'stopping', and a refusal under the view", async () => {
     const api = fakeApi({ lines: runLog({ runId: ID, steps: 5, finished: null }) });
-    const follower = new RunFollower(api, "rk", ID, { pollMs: 10, statusEveryMs: 1e9 });
-    model = new RunModel(follower, { throttleMs: 5 });
-    el = document.createElement("div");
-    document.body.append(el);
-    view = new MonitorView(model, el);
-    follower.start();
+    watch(api);
     await until(() => q(el, "status").textContent === "running" && !q(el, "stop").disabled);
     q(el, "stop").click();
     await until(() => api.stops.length === 1);
@@ -182,10 +184,7 @@ describe("RunModel under the monitor's view", () => {
     model.dispose();
     const api2 = fakeApi({ lines: runLog({ runId: ID, steps: 5, finished: null }) });
     api2.stopError = Object.assign(new Error("run cccc is interrupted, not running"), { status: 409 });
-    const f2 = new RunFollower(api2, "rk", ID, { pollMs: 10, statusEveryMs: 1e9 });
-    model = new RunModel(f2, { throttleMs: 5 });
-    view = new MonitorView(model, el);
-    f2.start();
+    watch(api2);
     await until(() => !q(el, "stop").disabled);
     q(el, "stop").click();
     await until(() => !q(el, "error").hidden);

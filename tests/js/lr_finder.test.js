@@ -4,7 +4,7 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { LRFinderView, fmtLr, marksOf, yClamp } from "../../js/lr_finder/view.js";
 import { Chart } from "../../js/shared/chart.js";
-import { fakeModel, op, settle, snapshot, update } from "./helpers.js";
+import { builtWidget, fakeModel, op, settle, snapshot, update } from "./helpers.js";
 
 const f32 = (v) => Math.fround(v);
 const N = 30;
@@ -371,17 +371,11 @@ describe("Chart options the LR finder uses", () => {
 
 describe("built lr_finder bundle", () => {
   it("exports only a default widget object whose render draws the view and cleans up", async () => {
-    const { existsSync } = await import("node:fs");
-    const { resolve } = await import("node:path");
-    const bundle = resolve("nnx_lab/static/lr_finder.js");
-    expect(existsSync(bundle), "run `npm run build` first").toBe(true);
-    const mod = await import(/* @vite-ignore */ bundle);
-    expect(Object.keys(mod)).toEqual(["default"]);
-    expect(Object.keys(mod.default)).toEqual(["render"]);
+    const widget = await builtWidget("lr_finder");
     const el = document.createElement("div");
     document.body.append(el);
     const model = fakeModel({ ...BASE, status: "finished" });
-    const cleanup = mod.default.render({ model, el });
+    const cleanup = widget.render({ model, el });
     await settle();
     expect(el.querySelector('[data-testid="status"]').textContent).toBe("finished");
     expect(el.querySelector(".uplot")).not.toBeNull();

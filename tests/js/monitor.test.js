@@ -1,23 +1,14 @@
-import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import { MonitorView } from "../../js/monitor/view.js";
-import { epochColumns, fakeModel, op, settle, snapshot, stepColumns, update } from "./helpers.js";
+import { byTestId, disposeView, epochColumns, fakeModel, op, settle, snapshot, stepColumns, testHost, update } from "./helpers.js";
 
-let el;
+const el = testHost();
+const q = byTestId(el);
 let view;
-
-beforeEach(() => {
-  el = document.createElement("div");
-  document.body.append(el);
-});
-
 afterEach(() => {
-  if (view && !view._disposed) view.dispose();
-  view = undefined;
-  el.remove();
+  view = disposeView(view);
   vi.restoreAllMocks();
 });
-
-const q = (id, root = el) => root.querySelector(`[data-testid="${id}"]`);
 
 /** Render a view and answer its hello with a snapshot of these steps and epochs. */
 async function shown(model, { steps = [1, 0], epochs = [1, 0], width = 1, total } = {}) {

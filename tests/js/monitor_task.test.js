@@ -1,23 +1,12 @@
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it } from "vitest";
 import { firstMetric, metricTitle } from "../../js/monitor/task.js";
 import { MonitorView } from "../../js/monitor/view.js";
-import { epochColumns, fakeModel, op, settle, snapshot, stepColumns } from "./helpers.js";
+import { byTestId, disposeView, epochColumns, fakeModel, op, settle, snapshot, stepColumns, testHost } from "./helpers.js";
 
-let el;
+const el = testHost();
+const q = byTestId(el);
 let view;
-
-beforeEach(() => {
-  el = document.createElement("div");
-  document.body.append(el);
-});
-
-afterEach(() => {
-  if (view && !view._disposed) view.dispose();
-  view = undefined;
-  el.remove();
-});
-
-const q = (id) => el.querySelector(`[data-testid="${id}"]`);
+afterEach(() => (view = disposeView(view)));
 
 /** Epoch columns of a regression run with a monitor on val mae: epochs 1..4, the
  * monitor improves at 1 and 3, has no value at 4. */

@@ -1,28 +1,17 @@
 // The PlanBuilder view: a form made from the field descriptions, debounced edits, the
 // kernel's errors next to their field, the run id, the buttons, the monitor drawn inside.
-import { existsSync } from "node:fs";
-import { resolve } from "node:path";
-import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import { inputKind, valueText } from "../../js/plan_builder/fields.js";
 import { PlanBuilderView } from "../../js/plan_builder/view.js";
-import { fakeModel, settle } from "./helpers.js";
+import { builtWidget, byTestId, disposeView, fakeModel, settle, testHost } from "./helpers.js";
 
-let el;
+const el = testHost();
+const q = byTestId(el);
 let view;
-
-beforeEach(() => {
-  el = document.createElement("div");
-  document.body.append(el);
-});
-
 afterEach(() => {
-  if (view && !view._disposed) view.dispose();
-  view = undefined;
-  el.remove();
+  view = disposeView(view);
   vi.useRealTimers();
 });
-
-const q = (id, root = el) => root.querySelector(`[data-testid="${id}"]`);
 
 function field(path, type, extra = {}) {
   const name = path.split(".").pop();
@@ -345,13 +334,9 @@ describe("field helpers", () => {
 
 describe("built plan_builder bundle", () => {
   it("exports only a default widget object with render, and cleans up", async () => {
-    const bundle = resolve("nnx_lab/static/plan_builder.js");
-    expect(existsSync(bundle), "run `npm run build` first").toBe(true);
-    const mod = await import(/* @vite-ignore */ bundle);
-    expect(Object.keys(mod)).toEqual(["default"]);
-    expect(Object.keys(mod.default)).toEqual(["render"]);
+    const widget = await builtWidget("plan_builder");
     const model = builderModel();
-    const cleanup = mod.default.render({ model, el });
+    const cleanup = widget.render({ model, el });
     expect(el.querySelector(".nnx-plan-builder")).not.toBeNull();
     cleanup();
     expect(el.querySelector(".nnx-plan-builder")).toBeNull();

@@ -1,25 +1,14 @@
 // The monitor's race mode: several runs on top of each other, one colour per run.
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it } from "vitest";
 import { RACE_COLORS, bestAndLast, raceSummary } from "../../js/monitor/race.js";
 import { MonitorView } from "../../js/monitor/view.js";
-import { alignColumns, toPlotValues } from "../../js/shared/chart.js";
-import { epochColumns, fakeModel, op, settle, snapshot, stepColumns, update } from "./helpers.js";
+import { alignColumns, toPlotValues } from "../../js/shared/plot_values.js";
+import { byTestId, disposeView, epochColumns, fakeModel, op, settle, snapshot, stepColumns, testHost, update } from "./helpers.js";
 
-let el;
+const el = testHost();
+const q = byTestId(el);
 let view;
-
-beforeEach(() => {
-  el = document.createElement("div");
-  document.body.append(el);
-});
-
-afterEach(() => {
-  if (view && !view._disposed) view.dispose();
-  view = undefined;
-  el.remove();
-});
-
-const q = (id, root = el) => root.querySelector(`[data-testid="${id}"]`);
+afterEach(() => (view = disposeView(view)));
 
 function lane(i, name, extra = {}) {
   return {

@@ -1,0 +1,106 @@
+// The monitor's epochs: the metric picker, the per-epoch chart (validation against
+// training) and the paged table of every epoch's metrics; in a race, one line and one
+// runs-table row per run.
+import { h } from "../shared/dom.js";
+import { fmtDuration, fmtInt, fmtValue } from "../shared/format.js";
+import { raceEpochs, raceMetrics } from "./race.js";
+import { firstMetric, metricTitle, monitorColumn, setYTitle, trainColumns } from "./task.js";
+import { renderMarks } from "./charts.js";
+
+/** @typedef {import("./view.js").MonitorView} MonitorView */
+
+/** "1.234" for one step, "1,201–1,232" for a bucket of steps. */
+export function fmtRange(first, last) {
+  return first === last ? fmtInt(last) : `${fmtInt(first)}–${fmtInt(last)}`;
+}
+
+/** Metric names in the epoch series: validation ones first, then training ones. @param {MonitorView} v */
+export function epochMetrics(v) {
+  const e = v.sync.stores.epochs;
+  const val = [];
+  const train = [];
+  for (const f of e.fields) {
+    if (f.includes(":")) continue;
+    if (f.startsWith("val.")) val.push(f.slice(4));
+    else if (f.startsWith("train.")) train.push(f.slice(6));
+  }
+  return { val, train, all: [...new Set([...val, ...train])] };
+}
+
+/** The picker offers `all`; it keeps `current` where it can. */
+function offerMetrics(select, all, current) {
+  const have = [...select.options].map((o) => o.value).join("|");
+  if (have !== all.join("|")) select.replaceChildren(...all.map((n) => h("option", { value: n, text: n })));
+  if (all.includes(current)) select.value = current;
+}
+
+/** The epoch series into the chart and the table (one run, or each run of a race). @param {MonitorView} v */
+export function renderEpochs(v) {
+  if (!v.sync) return;
+  if (v._lanes.length) {
+    renderRaceEpochs(v);
+    return;
+  }
+  const { val, all } = epochMetrics(v);
+  const m = v.model;
+  const opening = firstMetric(m.get("task_kind") || "", m.get("monitor_metric") || "", all);
+  offerMetrics(v.metricSelect, all, (v._metricChosen && v.metricSelect.value) || opening);
+  renderEpochChart(v);
+  renderTable(v, val);
+  renderMarks(v);
+}
+
+function renderRaceEpochs(v) {
+  const stores = v._raceStores();
+  const { all } = raceMetrics(v._lanes, stores);
+  offerMetrics(v.metricSelect, all, v.metricSelect.value || (all.includes("loss") ? "loss" : all[0] || ""));
+  const metric = v.metricSelect.value;
+  const data = raceEpochs(v._lanes, stores, metric);
+  v._raceEpochData = data;
+  v.epochChart.setData(data.x, data.ys);
+  v.epochFig.dataset.split = data.split;
+  v.raceTable.render(v._lanes, stores, metric, data.split);
+  v.table.root.hidden = true;
+}
+
+function renderEpochChart(v) {
+  const e = v.sync.stores.epochs;
+  const metric = v.metricSelect.value;
+  const col = (name) => (e.has(name) ? e.column(name) : new Float32Array(e.length).fill(NaN));
+  const x = e.column("epoch");
+  setYTitle(v.epochChart, metricTitle(metric));
+  v.epochChart.showSeries([2, 3], e.width > 1);
+  v.epochChart.setData(x, [col(`val.${metric}`), col(`train.${metric}`), col(`val.${metric}:max`), col(`val.${metric}:min`)]);
+}
+
+function renderTable(v, valNames) {
+  const e = v.sync.stores.epochs;
+  const first = e.column("first");
+  const epoch = e.column("epoch");
+  const step = e.column("step");
+  const lr = e.column("lr");
+  const seconds = e.column("seconds");
+  const improved = e.column("improved");
+  const value = (name) => {
+    const c = e.has(name) ? e.column(name) : null;
+    return (i) => (c ? fmtValue(c[i]) : "–");
+  };
+  const spread = (name) => {
+    const lo = e.has(`${name}:min`) ? e.column(`${name}:min`) : null;
+    const hi = e.has(`${name}:max`) ? e.column(`${name}:max`) : null;
+    return (i) => (lo && hi && first[i] !== epoch[i] ? `mean of epochs ${fmtRange(first[i], epoch[i])}; ${fmtValue(lo[i])} to ${fmtValue(hi[i])}` : null);
+  };
+  const m = v.model;
+  /** @type {import("../shared/table.js").Column[]} */
+  const columns = [
+    { key: "epoch", label: "epoch", cell: (i) => `${fmtRange(first[i], epoch[i])}${improved[i] ? " ★" : ""}` },
+    { key: "step", label: "step", cell: (i) => fmtInt(step[i]) },
+    ...trainColumns(m.get("task_kind") || "", e, value, spread),
+    ...valNames.map((n) => ({ key: `val.${n}`, label: `val ${n}`, cell: value(`val.${n}`), title: spread(`val.${n}`) })),
+    ...[monitorColumn(e, m.get("monitor_metric") || "", m.get("monitor_mode") || "")].filter(Boolean),
+    { key: "lr", label: "lr", cell: (i) => fmtValue(lr[i]), className: "nnx-nowrap" },
+    { key: "time", label: "time", cell: (i) => fmtDuration(seconds[i]), className: "nnx-nowrap" },
+  ];
+  v.table.rowAttrs = (i) => (improved[i] ? { class: "nnx-best", title: "became BEST" } : {});
+  v.table.setRows(columns, e.length);
+}
