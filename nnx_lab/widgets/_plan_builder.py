@@ -523,10 +523,11 @@ class PlanBuilder(NNxWidget):
         # launch() refuses (plan, factories another process cannot import, a batch that
         # does not split, an existing run) before it starts anything
         handle = launch(plan, nproc_per_node=n)
+        monitor = TrainingMonitor.for_launch(handle)  # the builder's own, on the handle
         self.launched = handle
-        self.monitor = handle.monitor  # the view draws the new monitor in the builder
+        self.monitor = monitor  # the view draws the new monitor in the builder
         self._watch(handle, "launch")
-        return handle.monitor
+        return monitor
 
     def fit_branches(self, names: Iterable[str] | None = None, **fit_kwargs: Any) -> Any:
         """Fit the named variants one after another into the builder's monitor, each in
