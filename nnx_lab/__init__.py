@@ -86,7 +86,7 @@ _EXPORTS: dict[str, str] = {
     "FitResult": "nnx_lab.plans",
     "drift_report": "nnx_lab.plans",
     "provenance": "nnx_lab.provenance",
-    "launch": "nnx_lab.distributed",
+    "launch": "nnx_lab.widgets._launch",  # the launcher with a monitor attached
     "LaunchHandle": "nnx_lab.distributed",
     "distributed": "nnx_lab.distributed",
 }

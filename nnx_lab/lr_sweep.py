@@ -200,6 +200,9 @@ def _check(start_lr: Any, end_lr: Any, num_iter: Any, mode: str, rule: str) -> N
         raise ConfigError("lr_finder.rule", rule, f"use one of {', '.join(RULES)}")
 
 
+check_sweep = _check  # the LR finder widget refuses the same arguments before its thread
+
+
 def _optimizer(net: torch.nn.Module, optimizer: Any, start_lr: float) -> torch.optim.Optimizer:
     if optimizer is None:
         optimizer = NNOptimParams(name=Optims.ADAM)

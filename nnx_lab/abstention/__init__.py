@@ -11,6 +11,7 @@ a threshold with a high-probability risk bound (selection with guaranteed risk).
 
 from ._bound import clopper_pearson_upper
 from ._curve import RiskCoverageCurve, risk_coverage_curve
+from ._inputs import check_kind, distribution, scores, targets, unique_ids  # noqa: F401 (widgets)
 from ._policy import (
     AbstentionError,
     AbstentionPolicy,

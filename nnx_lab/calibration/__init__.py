@@ -11,6 +11,7 @@ and report NLL, Brier and ECE before and after on held-out data.
 
 from ._calibrator import CalibratedPrediction, TemperatureCalibrator, model_fingerprint
 from ._fit import CalibrationFitError, TemperatureFit, fit_temperature
+from ._inputs import check_prediction, check_split_ids, check_text, prediction_rows  # noqa: F401
 from ._report import (
     CalibrationReport,
     ReliabilityDiagram,

@@ -3,10 +3,13 @@
 The launcher writes the plan as JSON into a launch folder (``<runs root>/.launches/<id>``),
 starts ``python -m torch.distributed.run ... -m nnx_lab.distributed.worker <folder>`` in
 its own process group, and returns a handle at once. The workers train the plan with
-``distributed=DDP()``; rank 0 writes the run. The handle follows rank 0's
-``metrics.jsonl`` into a ``TrainingMonitor`` (the same events an in-kernel run emits, so
-the monitor cannot tell the difference) and its Stop, or ``handle.stop()``, asks the run
-to stop through the run folder (``request_stop``): LAST written, status "stopped".
+``distributed=DDP()``; rank 0 writes the run. The launcher is a source of events, not a
+UI: ``handle.attach(sink)`` replays rank 0's ``metrics.jsonl`` into any sink
+(``nnx_lab.runs.LogFollower``: the same events an in-kernel run emits, so a sink cannot
+tell the difference), and ``handle.stop()`` asks the run to stop through the run folder
+(``request_stop``): LAST written, status "stopped". The widget layer attaches a
+``TrainingMonitor`` (``nnx_lab.launch``, ``TrainingMonitor.for_launch``); this module
+imports no widget.
 
 Every refusal comes before any process starts: a plan that does not validate, factories
 that another process cannot import, a batch that does not split across the processes,
@@ -28,8 +31,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from ..engine.events import RunFinished
 from ..errors import ConfigError
-from ..runs import read_stop_request, request_stop
+from ..runs import LogFollower, read_stop_request, request_stop
 
 __all__ = ["LaunchHandle", "launch"]
 
@@ -94,19 +98,28 @@ def launch(
     rdzv_endpoint: str | None = None,
     rdzv_id: str | None = None,
     master_port: int | None = None,
-    monitor: bool = True,
+    monitor: bool = False,
     env: dict[str, str] | None = None,
 ) -> LaunchHandle:
     """Train ``plan`` (an ``ExperimentPlan``) with ``nproc_per_node`` processes per node.
 
     One node by default (torchrun ``--standalone``); ``nnodes``, ``node_rank`` and
     ``rdzv_endpoint`` (``host:port``, and ``rdzv_id``) pass through to torchrun for
-    several machines: call ``launch`` with the same plan on each node. ``monitor=True``
-    gives ``handle.monitor``, a ``TrainingMonitor`` that follows the run.
+    several machines: call ``launch`` with the same plan on each node. The handle
+    owns no widget: ``handle.attach(sink)`` follows the run into any sink.
+    ``nnx_lab.launch`` is this function with a ``TrainingMonitor`` attached
+    (``monitor=True``, its default); here ``monitor=True`` is refused with that fix.
     """
     from ..plans import ExperimentPlan
     from ._plan_ranks import rank_params
 
+    if monitor:
+        raise ConfigError(
+            "monitor",
+            monitor,
+            "the launcher owns no widget: call nnx_lab.launch(...) for a handle with a "
+            "TrainingMonitor, or attach one: TrainingMonitor.for_launch(handle)",
+        )
     if not isinstance(plan, ExperimentPlan):
         raise ConfigError("plan", type(plan).__name__, "pass an ExperimentPlan")
     nproc = _check_int(nproc_per_node, "nproc_per_node")
@@ -164,14 +177,12 @@ def launch(
         start_new_session=True,  # its own process group: stop() ends all of it
         preexec_fn=_pdeathsig,
     )
-    handle = LaunchHandle(proc, folder, root, run_id, nproc * nnodes, out)
-    if monitor:
-        handle.open_monitor()
-    return handle
+    return LaunchHandle(proc, folder, root, run_id, nproc * nnodes, out)
 
 
 class LaunchHandle:
-    """A launched run: ``status``, ``run``, ``wait()``, ``stop()``, ``logs(rank)``."""
+    """A launched run: ``status``, ``run``, ``wait()``, ``stop()``, ``logs(rank)``, and
+    ``attach(sink)`` to follow it."""
 
     def __init__(
         self, proc: subprocess.Popen, folder: Path, root: Path, run_id: str, world: int, out: Any
@@ -179,7 +190,12 @@ class LaunchHandle:
         self.proc, self.folder, self.root = proc, folder, root
         self.run_id, self.world_size = run_id, world
         self._out = out
+        # The TrainingMonitor the widget layer attached (nnx_lab.launch); None without.
         self.monitor: Any = None
+        self._lock = threading.Lock()
+        self._followers: list[LogFollower] = []
+        self._log_seen = False  # rank 0's log exists: the followers read it
+        self._ended = False  # the processes have ended and the followers are finished
         self._done = threading.Event()
         self._watcher = threading.Thread(target=self._watch, name="nnx-launch", daemon=True)
         self._watcher.start()
@@ -219,9 +235,8 @@ class LaunchHandle:
         except (OSError, RunRecordError):
             return None
 
-    @property
-    def error(self) -> str | None:
-        """The failing rank's traceback (the first rank that recorded one), or None."""
+    def _first_error(self) -> tuple[str, str] | None:
+        """(what failed, its traceback) of the first rank that recorded an error."""
         errors = []
         for path in sorted(self.folder.glob("rank*.error.json")):
             with contextlib.suppress(OSError, ValueError):
@@ -234,12 +249,38 @@ class LaunchHandle:
             f"rank {first['rank']} failed (exit code {first.get('exit_code', '?')}): "
             f"{first['type']}: {first['message']}"
         )
-        return f"{head}\n\n{first['traceback'].rstrip()}"
+        return head, first["traceback"].rstrip()
+
+    @property
+    def error(self) -> str | None:
+        """The failing rank's traceback (the first rank that recorded one), or None."""
+        first = self._first_error()
+        return None if first is None else f"{first[0]}\n\n{first[1]}"
 
     def _failure_text(self) -> str:
-        return self.error or (
+        return self.error or self._no_error_text()
+
+    def _no_error_text(self) -> str:
+        return (
             f"the processes ended with exit code {self.returncode} and no rank recorded an "
             f"error (killed? out of memory?); see handle.logs(rank) and handle.logs(-1)"
+        )
+
+    def _failure_event(self) -> RunFinished | None:
+        """The run's end as the launcher saw it, when its processes failed (rank 0's log
+        may not say so: another rank failed, or rank 0 was killed): ``RunFinished``
+        "failed" with the failing rank's traceback. Its counts are 0: the log has them."""
+        if self.status != "failed":
+            return None
+        first = self._first_error()
+        error, tb = first if first is not None else (self._no_error_text(), None)
+        return RunFinished(
+            run_id=self.run_id,
+            status="failed",
+            epochs_completed=0,
+            steps=0,
+            error=error,
+            traceback=tb,
         )
 
     @property
@@ -292,32 +333,44 @@ class LaunchHandle:
                     os.killpg(self.proc.pid, signal.SIGKILL)
 
     # -- following ------------------------------------------------------------------------
-    def open_monitor(self) -> Any:
-        """A ``TrainingMonitor`` that follows the run once rank 0 has started it; its
-        Stop button stops the launched run."""
-        from ..widgets import TrainingMonitor
-
-        if self.monitor is None:
-            self.monitor = TrainingMonitor()
-            self.monitor.status = "created"
-        return self.monitor
+    def attach(self, sink: Any, *, poll_interval: float = 0.25) -> LogFollower:
+        """Follow the run into ``sink`` (any object with event hooks, as a training sink):
+        rank 0's ``metrics.jsonl`` replayed from its first line (whenever it is
+        attached) and followed while the processes run; when they fail, a last
+        ``RunFinished`` "failed" with the failing rank's traceback. Returns the
+        ``LogFollower``: ``close()`` detaches the sink, ``join()`` waits for the end."""
+        follower = LogFollower(
+            self.run_dir, [sink], poll_interval=poll_interval, name=f"nnx-launch-{self.run_id[:8]}"
+        )
+        with self._lock:
+            ended = self._ended
+            if not ended:
+                self._followers.append(follower)
+                if self._log_seen:
+                    follower.start()
+        if ended:  # the processes are done: the whole log, and how they ended, now
+            follower.finish(self._failure_event())
+        return follower
 
     def _log_exists(self) -> bool:
         return (self.run_dir / "metrics.jsonl").is_file()
 
     def _watch(self) -> None:
-        attached = False
         while True:
             code = self.proc.poll()
-            if not attached and self.monitor is not None and self._log_exists():
-                self.monitor.follow_run(self.run_dir, stoppable=True)
-                attached = True
+            if not self._log_seen and self._log_exists():
+                with self._lock:
+                    self._log_seen = True
+                    for follower in self._followers:
+                        follower.start()
             if code is not None:
                 break
             time.sleep(0.2)
-        if self.monitor is not None and not attached and self._log_exists():
-            self.monitor.follow_run(self.run_dir, stoppable=False)
         self._out.close()
-        if self.monitor is not None and self.status == "failed":
-            self.monitor.report_failure(self._failure_text())
+        with self._lock:
+            self._ended = True
+            followers = list(self._followers)
+        last = self._failure_event()
+        for follower in followers:  # each reads what is left, then hears how it ended
+            follower.finish(last)
         self._done.set()

@@ -8,6 +8,7 @@ runs through ``nnx_lab.engine`` and reads them through here.
 """
 
 from ._control import STOP_REQUEST, read_stop_request, request_stop
+from ._follow import FOLLOW_ENDINGS, FOLLOW_HOOKS, LogFollower
 from ._format import FORMAT_VERSION, canonical_json, run_id_for
 from ._ids import (
     RUN_ID_LENGTH,
@@ -32,6 +33,8 @@ from ._records import (
 )
 
 __all__ = [
+    "FOLLOW_ENDINGS",
+    "FOLLOW_HOOKS",
     "FORMAT_VERSION",
     "HEARTBEAT_S",
     "INTERRUPTED",
@@ -40,6 +43,7 @@ __all__ = [
     "STOP_REQUEST",
     "JsonlReader",
     "LogDamagedError",
+    "LogFollower",
     "RunRecordError",
     "canonical_json",
     "damaged_row",

@@ -3,119 +3,38 @@ uncalibrated probabilities side by side, and the rows a threshold declines."""
 
 from __future__ import annotations
 
-import math
 import pathlib
 import threading
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import traitlets as t
 
-from ..abstention import AbstentionPolicy, ThresholdSelection, most_confident_mistakes
-from ..abstention._curve import RiskCoverageCurve, curve_from
-from ..abstention._inputs import check_kind, distribution, scores, targets, unique_ids
+from ..abstention import (
+    AbstentionPolicy,
+    RiskCoverageCurve,
+    ThresholdSelection,
+    check_kind,
+    distribution,
+    targets,
+    unique_ids,
+)
 from ..errors import ConfigError
+from ._abstention_sides import (
+    CALIBRATED,
+    CEILING_FIX,
+    THRESHOLD_FIX,
+    UNCALIBRATED,
+    Side,
+    check_guarantee,
+    check_unit,
+    side_of,
+)
 from ._base import NNxWidget
 from ._tables import Table
 from ._transport import SeriesTransport
 
 __all__ = ["AbstentionExplorer"]
-
-CALIBRATED = "calibrated"
-UNCALIBRATED = "uncalibrated"
-SLIDER_STOPS = 1000  # the curve's exact points the slider can stop at (evenly in coverage)
-
-
-@dataclass
-class _Side:
-    """One set of probabilities (calibrated or not) and what the explorer derives."""
-
-    source: Any
-    probabilities: np.ndarray
-    score: np.ndarray
-    prediction: np.ndarray
-    order: np.ndarray  # rows by score, highest first (stable)
-    curve: RiskCoverageCurve
-    stops: np.ndarray  # indices of the curve's points the slider stops at (ascending coverage)
-    calibrated: bool
-    temperature: float | None
-    mistakes: list[dict[str, Any]]
-
-    def at(self, threshold: float) -> dict[str, Any]:
-        """Coverage and risk of ``score >= threshold`` (a lookup in the curve)."""
-        c = self.curve
-        k = int(np.searchsorted(-c.thresholds, -threshold, side="right"))  # points >= threshold
-        accepted = int(c.accepted[k - 1]) if k else 0
-        errors = int(c.errors[k - 1]) if k else 0
-        return {
-            "threshold": threshold,
-            "accepted": accepted,
-            "abstained": c.total - accepted,
-            "errors": errors,
-            "coverage": accepted / c.total,
-            "risk": errors / accepted if accepted else None,
-            "status": "ok" if accepted else "no_accepted",
-        }
-
-
-def _stops(curve: RiskCoverageCurve, count: int) -> np.ndarray:
-    """Indices of about ``count + 1`` of the curve's points, evenly spread in coverage,
-    the first and the last included: exact operating points for a slider."""
-    coverage = curve.coverage
-    wanted = np.linspace(0.0, 1.0, count + 1)
-    idx = np.searchsorted(coverage, wanted, side="left")
-    idx = np.clip(idx, 0, len(curve) - 1)
-    return np.unique(np.concatenate([[0, len(curve) - 1], idx]))
-
-
-def _side(source: Any, y: Any, kind: str, labels: Any, ids: Any, top_k: int) -> _Side:
-    dist = distribution(source, labels)
-    p = dist.probabilities
-    t_ = targets(y, p.shape[0], p.shape[1])
-    score = scores(p, kind)
-    prediction = p.argmax(1)
-    curve = curve_from(score, prediction != t_, kind)
-    mistakes = most_confident_mistakes(
-        source, t_, k=top_k, kind=kind, sample_ids=ids, labels=dist.labels
-    )
-    return _Side(
-        source=source,
-        probabilities=p,
-        score=score,
-        prediction=prediction,
-        order=np.argsort(-score, kind="stable"),
-        curve=curve,
-        stops=_stops(curve, SLIDER_STOPS),
-        calibrated=dist.calibrated,
-        temperature=dist.temperature,
-        mistakes=mistakes,
-    )
-
-
-def _check_unit(value: Any, name: str, fix: str) -> float:
-    ok = isinstance(value, int | float) and not isinstance(value, bool)
-    if not ok or not math.isfinite(value) or not 0 <= value <= 1:
-        raise ConfigError(name, value, fix)
-    return float(value)
-
-
-def _check_guarantee(value: Any) -> float | None:
-    if value is None:
-        return None
-    ok = isinstance(value, int | float) and not isinstance(value, bool)
-    if not ok or not 0 < value < 1:
-        raise ConfigError(
-            "guarantee",
-            value,
-            "pass a confidence level in (0, 1) such as 0.95, or None for the validation-only "
-            "threshold",
-        )
-    return float(value)
-
-
-_THRESHOLD_FIX = "pass a score threshold in [0, 1]: rows scoring at or above it are answered"
-_CEILING_FIX = "pass the highest error rate you accept among answered rows, in [0, 1] (e.g. 0.05)"
 
 
 class AbstentionExplorer(NNxWidget):
@@ -178,10 +97,10 @@ class AbstentionExplorer(NNxWidget):
         update_interval: float = 0.02,
     ) -> None:
         kind = check_kind(kind)
-        risk_ceiling = _check_unit(risk_ceiling, "risk_ceiling", _CEILING_FIX)
-        guarantee = _check_guarantee(guarantee)
+        risk_ceiling = check_unit(risk_ceiling, "risk_ceiling", CEILING_FIX)
+        guarantee = check_guarantee(guarantee)
         if threshold is not None:
-            threshold = _check_unit(threshold, "threshold", _THRESHOLD_FIX)
+            threshold = check_unit(threshold, "threshold", THRESHOLD_FIX)
         for name, value, least in (("top_k", top_k, 0), ("page_size", page_size, 1)):
             if isinstance(value, bool) or not isinstance(value, int) or not least <= value <= 1000:
                 raise ConfigError(name, value, f"pass a number of rows in [{least}, 1000]")
@@ -212,7 +131,7 @@ class AbstentionExplorer(NNxWidget):
         first = distribution(next(iter(sources.values())), labels)
         ids = unique_ids(sample_ids, first)
         self._sides = {
-            name: _side(src, y, kind, labels, ids, top_k) for name, src in sources.items()
+            name: side_of(src, y, kind, labels, ids, top_k) for name, src in sources.items()
         }
         if use is None:
             use = next(iter(self._sides))
@@ -284,15 +203,15 @@ class AbstentionExplorer(NNxWidget):
 
     @t.validate("threshold")
     def _valid_threshold(self, proposal: Any) -> float:
-        return self._trait_check(_check_unit, proposal["value"], "threshold", _THRESHOLD_FIX)
+        return self._trait_check(check_unit, proposal["value"], "threshold", THRESHOLD_FIX)
 
     @t.validate("risk_ceiling")
     def _valid_ceiling(self, proposal: Any) -> float:
-        return self._trait_check(_check_unit, proposal["value"], "risk_ceiling", _CEILING_FIX)
+        return self._trait_check(check_unit, proposal["value"], "risk_ceiling", CEILING_FIX)
 
     @t.validate("guarantee")
     def _valid_guarantee(self, proposal: Any) -> float | None:
-        return self._trait_check(_check_guarantee, proposal["value"])
+        return self._trait_check(check_guarantee, proposal["value"])
 
     @t.validate("use")
     def _valid_use(self, proposal: Any) -> str:
@@ -447,7 +366,7 @@ class AbstentionExplorer(NNxWidget):
                 self._quiet = False
             self._transport.request_flush()
 
-    def _row(self, side: _Side, i: int) -> dict[str, Any]:
+    def _row(self, side: Side, i: int) -> dict[str, Any]:
         target, pred = int(self._y[i]), int(side.prediction[i])
         row: dict[str, Any] = {
             "sample_id": int(self._ids[i]),

@@ -14,10 +14,12 @@ from ..calibration import (
     CalibrationFitError,
     TemperatureCalibrator,
     TemperatureFit,
+    check_prediction,
+    check_split_ids,
+    check_text,
     fit_temperature,
     model_fingerprint,
 )
-from ..calibration._inputs import check_prediction, check_split_ids, check_text
 from ..errors import ConfigError
 from ._base import NNxWidget
 from ._tables import Table

@@ -15,9 +15,7 @@ is shown in ``input_error`` and the view gets the last valid value back.
 
 from __future__ import annotations
 
-import inspect
 import logging
-import math
 import threading
 import time
 from collections.abc import Callable
@@ -25,12 +23,20 @@ from typing import Any
 
 import traitlets as t
 
-from ..plans import ExperimentPlan, PlanError, Problems
+from ..plans import ExperimentPlan, PlanError
 from ._base import NNxWidget, never_breaks
 from ._jobs import BackgroundJob, format_exception
+from ._lr_finder_inputs import (
+    check_chosen_lr,
+    check_display,
+    check_sweep_kwargs,
+    check_sweep_plan,
+    classify,
+    sweep_defaults,
+    sweep_series,
+)
 from ._plan_builder import PlanBuilder
 from ._protocol import STATUSES
-from ._series import BucketSeries, ColumnSpec, Reduce
 from ._transport import SeriesTransport
 
 __all__ = ["LR_PATH", "LRFinderWidget"]
@@ -39,26 +45,6 @@ log = logging.getLogger("nnx_lab.widgets")
 
 LR_PATH = "train.optim.max_lr"  # the plan field "Use this LR" sets
 SERIES = "sweep"
-_SNAP = 1e-5  # a value this close (relatively) to a swept rate is that rate (float32 wire)
-_NOT_FORWARDED = ("net", "train_loader", "loss_fn", "control")
-
-
-def sweep_series(capacity: int) -> BucketSeries:
-    """The sweep's points: ``step``, ``lr`` (x), ``loss`` and ``smoothed`` (with their
-    ``:min`` / ``:max`` once decimated), ``n`` points per row, ``bad`` non-finite losses."""
-    return BucketSeries(
-        [
-            ColumnSpec("step", "int32", Reduce.LAST),
-            ColumnSpec("lr", "float32", Reduce.LAST),
-            ColumnSpec("loss", "float32", Reduce.MEAN),
-            ColumnSpec("smoothed", "float32", Reduce.MEAN),
-            ColumnSpec("n", "int32", Reduce.SUM),
-            ColumnSpec("bad", "int32", Reduce.SUM),
-        ],
-        capacity=capacity,
-        weight="n",
-        bad="bad",
-    )
 
 
 def _lr_text(value: float | None) -> str:
@@ -127,17 +113,11 @@ class LRFinderWidget(NNxWidget):
         max_points: int = 4096,
         **sweep_kwargs: Any,
     ) -> None:
-        kind, plan, builder, model = self._classify(source, train_loader)
-        kwargs = self._check_kwargs(sweep_kwargs)
+        kind, plan, builder, model = classify(source, train_loader)
+        kwargs = check_sweep_kwargs(sweep_kwargs)
         if kind in ("plan", "builder"):
-            self._check_plan(plan)
-        if not 0.01 <= update_interval <= 10:
-            raise ValueError(
-                f"update_interval={update_interval!r} is out of range: pass seconds between "
-                "0.01 and 10"
-            )
-        if isinstance(max_points, bool) or not isinstance(max_points, int) or max_points < 16:
-            raise ValueError(f"max_points={max_points!r}: pass an even integer >= 16")
+            check_sweep_plan(plan)
+        check_display(update_interval, max_points)
         self._ready = False
         self._kind = kind
         self._model, self._loader = model, train_loader
@@ -151,7 +131,7 @@ class LRFinderWidget(NNxWidget):
         self._job: BackgroundJob | None = None
         self._control: Any = None
         self._started_at: float | None = None
-        defaults = self._defaults()
+        defaults = sweep_defaults()
         super().__init__(
             source=kind,
             plan=plan,
@@ -176,98 +156,19 @@ class LRFinderWidget(NNxWidget):
 
     # ------------------------------------------------------------------ input
 
-    @staticmethod
-    def _classify(source: Any, train_loader: Any) -> tuple[str, Any, Any, Any]:
-        if isinstance(source, PlanBuilder):
-            kind, plan, builder, model = "builder", source.plan, source, None
-        elif isinstance(source, ExperimentPlan):
-            kind, plan, builder, model = "plan", source, None, None
-        else:
-            from ..engine.model import NNModel  # torch: only when a model is passed
-
-            if not isinstance(source, NNModel):
-                raise TypeError(
-                    f"LRFinderWidget({type(source).__name__}): pass an ExperimentPlan, a "
-                    "PlanBuilder, or an NNModel with its training loader "
-                    "(LRFinderWidget(model, train_loader))"
-                )
-            kind, plan, builder, model = "model", None, None, source
-        if kind == "model" and train_loader is None:
-            raise TypeError(
-                "LRFinderWidget(model, train_loader): a model is swept on batches of a "
-                "training loader; pass it as the second argument"
-            )
-        if kind != "model" and train_loader is not None:
-            raise TypeError(
-                f"LRFinderWidget({kind}, train_loader): a {kind} brings its own data; pass "
-                "no loader (or sweep a model: LRFinderWidget(model, train_loader))"
-            )
-        return kind, plan, builder, model
-
-    @staticmethod
-    def _defaults() -> dict[str, Any]:
-        from ..lr_sweep import lr_finder
-
-        return {
-            name: p.default
-            for name, p in inspect.signature(lr_finder).parameters.items()
-            if p.default is not inspect.Parameter.empty
-        }
-
-    def _check_kwargs(self, kwargs: dict[str, Any]) -> dict[str, Any]:
-        """The sweep's arguments, refused here with the fix rather than in the thread."""
-        from ..lr_sweep import _check
-
-        defaults = self._defaults()
-        if "control" in kwargs:
-            raise TypeError(
-                "LRFinderWidget(control=...): the widget owns the sweep's control; stop it "
-                "with its Stop button or widget.stop()"
-            )
-        allowed = sorted(set(defaults) - set(_NOT_FORWARDED))
-        unknown = sorted(set(kwargs) - set(allowed))
-        if unknown:
-            raise TypeError(
-                f"LRFinderWidget got unknown sweep argument(s) {unknown}; the sweep takes "
-                f"{allowed}, the widget autostart, update_interval and max_points"
-            )
-        m = {**defaults, **kwargs}
-        _check(m["start_lr"], m["end_lr"], m["num_iter"], m["mode"], m["rule"])
-        return dict(kwargs)
-
-    @staticmethod
-    def _check_plan(plan: ExperimentPlan) -> None:
-        # what plan.lr_finder refuses (a sweep needs no callbacks), refused before the thread
-        problems = [p for p in plan.validate() if not p.field.startswith("callbacks")]
-        Problems(problems).raise_for_errors()
-
     # ------------------------------------------------------------------ chosen_lr
 
     @t.validate("chosen_lr")
     def _valid_lr(self, proposal: dict[str, Any]) -> float | None:
-        value = proposal["value"]
-        if value is None:
-            return None
-        # the swept range, and below it a rule's pick (min / 10 can be under start_lr)
-        picks = [v for v in self.suggestions.values() if isinstance(v, int | float) and v > 0]
-        lo, hi = min([self.start_lr, *picks]), self.end_lr
-        if not math.isfinite(value) or value <= 0:
-            raise t.TraitError(
-                f"chosen_lr={value!r}: pass a learning rate > 0 (the sweep covers "
-                f"{lo:.3g} to {hi:.3g}); click the curve or type one"
-            )
         with self._lock:
             lrs = list(self._lrs)
-        if lrs:  # the view sends float32 rates: the swept one it stands for
-            nearest = min(lrs, key=lambda lr: abs(lr - value))
-            if abs(nearest - value) <= _SNAP * nearest:
-                value = nearest
-        if not lo * (1 - _SNAP) <= value <= hi * (1 + _SNAP):
-            raise t.TraitError(
-                f"chosen_lr={value!r} is out of the swept range {lo:.3g} to {hi:.3g}: pick a "
-                "rate on the curve, or sweep a wider range (start_lr=, end_lr=)"
-            )
-        return float(value)
+        return check_chosen_lr(
+            proposal["value"],
+            start_lr=self.start_lr,
+            end_lr=self.end_lr,
+            suggestions=self.suggestions,
+            lrs=lrs,
+        )
 
     @t.observe("chosen_lr")
     def _on_chosen(self, change: dict[str, Any]) -> None:
@@ -408,7 +309,7 @@ class LRFinderWidget(NNxWidget):
             if self._kind == "builder":
                 assert self._builder is not None
                 plan = self._builder.plan
-                self._check_plan(plan)
+                check_sweep_plan(plan)
                 self.plan = plan
             self._control = TrainingControl()
             self._lrs = []

@@ -19,14 +19,27 @@ __all__ = [
     "NOT_METRICS",
     "add_epoch",
     "add_steps",
+    "epoch_rows",
     "epoch_series",
     "epoch_values",
+    "finite",
     "step_series",
 ]
 
 # Counts, not metrics: kept out of the epoch series (the table and the chart).
 NOT_METRICS = frozenset({"samples", "valid"})
 MONITOR_KEY = "monitor"  # epoch series column: the monitored value of each epoch
+
+
+def finite(value: Any) -> float | None:
+    """``value`` as a float, or None when it is missing or not a finite number."""
+    if value is None:
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
 
 
 def step_series(capacity: int) -> BucketSeries:
@@ -110,3 +123,27 @@ def add_epoch(series: BucketSeries, event: EpochEnded) -> None:
             series.add_value(key)
         row[key] = [value]
     series.extend(row)
+
+
+def epoch_rows(series: BucketSeries) -> list[dict[str, Any]]:
+    """The rows of an epoch series as dicts, oldest first (``TrainingMonitor.epoch_rows``
+    says what each holds); call it under the lock the series changes under."""
+    cols = {name: series.column(name).tolist() for name in series.fields}
+    metrics = series.values
+    rows = []
+    for i in range(len(cols["epoch"])):
+        train = {m[6:]: finite(cols[m][i]) for m in metrics if m.startswith("train.")}
+        val = {m[4:]: finite(cols[m][i]) for m in metrics if m.startswith("val.")}
+        row = {
+            "epoch": cols["epoch"][i],
+            "step": cols["step"][i],
+            "lr": finite(cols["lr"][i]),
+            "seconds": finite(cols["seconds"][i]),
+            "improved": bool(cols["improved"][i]),
+            "train": {k: v for k, v in train.items() if v is not None},
+            "val": {k: v for k, v in val.items() if v is not None} or None,
+        }
+        if MONITOR_KEY in cols:  # a declared monitor: its value (None: unavailable)
+            row["monitor"] = finite(cols[MONITOR_KEY][i])
+        rows.append(row)
+    return rows

@@ -19,136 +19,37 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import re
 import threading
-from collections.abc import Iterable, Mapping
 from typing import Any
 
 import traitlets as t
 from anywidget import WidgetTrait
 
 from ..errors import ConfigError
-from ..plans import ExperimentPlan, PlanError, PlanField, Problem, Problems
+from ..plans import ExperimentPlan, PlanError, Problems
 from ..runs import effective_status, read_record, resolve_runs_root, run_dir
 from ._base import NNxWidget
-from ._monitor import TrainingMonitor
+from ._plan_builder_fit import PlanBuilderFits
+from ._plan_form import (
+    branch_rows,
+    check_processes,
+    field_json,
+    parse_text,
+    plain,
+    problem_json,
+    sections_of,
+)
 
 __all__ = ["PlanBuilder"]
 
 log = logging.getLogger("nnx_lab.widgets")
 
-# Form sections: title, and whether it starts open. A section the plan grows later
-# gets its id as title and starts open.
-_SECTIONS = {
-    "net": ("Network", True),
-    "model": ("Model", True),
-    "optim": ("Optimizer", True),
-    "scheduler": ("Learning-rate scheduler (on plateau)", True),
-    "train": ("Training", True),
-    "early_stopping": ("Early stopping", True),
-    "data": ("Data", True),
-    "run": ("Run settings (do not change results)", False),
-    "resume": ("Resume", False),
-}
 _RUN_ID_DELAY_S = 0.25  # a burst of edits computes the run id once
 _BRANCH_NAME = re.compile(r"^[\w .,:+=()-]{1,40}$")
-# A bound on the processes one Fit starts on this machine: a typo (200 for 2) would
-# otherwise start that many workers. Larger or multi-node runs: nnx_lab.launch directly.
-MAX_PROCESSES = 64
 
 
-def check_processes(value: Any) -> int:
-    """``value`` as a number of processes, or ``ValueError`` naming the fix."""
-    if isinstance(value, str):
-        text = value.strip()
-        try:
-            value = int(text)
-        except ValueError:
-            raise ValueError(
-                f"processes={text!r}: type a whole number, 1 (train in the kernel) or "
-                f"2 to {MAX_PROCESSES} (launch that many processes)"
-            ) from None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(
-            f"processes={value!r}: pass a whole number, 1 (train in the kernel) or "
-            f"2 to {MAX_PROCESSES} (launch that many processes)"
-        )
-    if not 1 <= value <= MAX_PROCESSES:
-        raise ValueError(
-            f"processes={value}: pass 1 (train in the kernel) or 2 to {MAX_PROCESSES} "
-            "(launch that many processes); for more, or several machines, call "
-            "nnx_lab.launch(plan, nproc_per_node=..., nnodes=...)"
-        )
-    return value
-
-
-def _label(f: PlanField) -> str:
-    return f.name.replace("_", " ")
-
-
-def field_json(f: PlanField) -> dict[str, Any]:
-    """A field as the form draws it (``PlanField.to_json()`` plus a label)."""
-    return {**f.to_json(), "label": _label(f)}
-
-
-def sections_of(fields: Iterable[PlanField]) -> list[dict[str, Any]]:
-    out: dict[str, dict[str, Any]] = {}
-    for f in fields:
-        if f.section not in out:
-            title, open_ = _SECTIONS.get(f.section, (f.section.replace("_", " ").title(), True))
-            out[f.section] = {"id": f.section, "title": title, "open": open_}
-    return list(out.values())
-
-
-def parse_text(f: PlanField, text: str) -> Any:
-    """What the user typed, as the field's type; text that does not parse is passed on
-    as it is, so the plan's own check names the problem (one wording for form and code)."""
-    s = text.strip()
-    if s == "" and f.nullable:
-        return None
-    try:
-        if f.type == "int":
-            return int(s)
-        if f.type == "float":
-            return float(s)
-        if f.type == "int_list":
-            inner = s.strip("[]() ")
-            if not inner:
-                return []
-            return [int(p) for p in re.split(r"[,\s]+", inner) if p]
-        if f.type == "bool":
-            lowered = s.lower()
-            if lowered in ("true", "1", "yes", "on"):
-                return True
-            if lowered in ("false", "0", "no", "off"):
-                return False
-            return text
-        if f.type == "any":
-            return json.loads(s.replace("(", "[").replace(")", "]"))
-    except ValueError:
-        return text
-    return text
-
-
-def _plain(value: Any) -> Any:
-    """A JSON value the front end can show (a non-finite float as its text)."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if value is None or isinstance(value, bool | int | float | str):
-        return value
-    return str(value)
-
-
-def _problem_json(p: Problem) -> dict[str, Any]:
-    return {"field": p.field, "value": _plain(p.to_json()["value"]), "fix": p.fix, "text": str(p)}
-
-
-class PlanBuilder(NNxWidget):
+class PlanBuilder(PlanBuilderFits, NNxWidget):
     """A form for an ``ExperimentPlan``: live validation, the run id, Fit, Branch, Reset.
 
     ``PlanBuilder(plan)`` starts from ``plan`` (``PlanBuilder()`` from an empty one).
@@ -245,9 +146,9 @@ class PlanBuilder(NNxWidget):
         """The form shows ``plan``: values, problems, objects; the run id follows."""
         problems = plan.validate()
         with self.hold_sync():
-            self.values = {path: _plain(v) for path, v in plan.values().items()}
+            self.values = {path: plain(v) for path, v in plan.values().items()}
             self.set_paths = [f.path for f in plan.fields() if plan.is_set(f.path)]
-            self.problems = [_problem_json(p) for p in problems]
+            self.problems = [problem_json(p) for p in problems]
             self.objects = [
                 {"what": w, "description": d, "via": v} for w, d, v in plan.binding_report().objects
             ]
@@ -276,7 +177,7 @@ class PlanBuilder(NNxWidget):
             plan = self.plan
             problems = plan.check(path, value)
             if problems:
-                shown = text if text is not None else json.dumps(_plain(value))
+                shown = text if text is not None else json.dumps(plain(value))
                 with self.hold_sync():
                     self.drafts = {**self.drafts, path: shown}
                     self.errors = {
@@ -419,25 +320,7 @@ class PlanBuilder(NNxWidget):
             return self.plan
 
     def _update_branch_list(self) -> None:
-        start = self._initial.values()
-        current = self.plan
-        rows = []
-        for name, plan in self._branches.items():
-            values = plan.values()
-            changes = [
-                {"path": p, "value": _plain(v)}
-                for p, v in values.items()
-                if start.get(p) != v and not p.startswith("train.overwrite")
-            ]
-            rows.append(
-                {
-                    "name": name,
-                    "changes": changes,
-                    "problems": len(plan.validate()),
-                    "current": plan == current,
-                }
-            )
-        self.branch_list = rows
+        self.branch_list = branch_rows(self._initial, self._branches, self.plan)
 
     # ------------------------------------------------------------------ fit
 
@@ -463,132 +346,6 @@ class PlanBuilder(NNxWidget):
             return
         self.processes = value
         self.processes_error = ""
-
-    def _ensure_monitor(self) -> TrainingMonitor:
-        """The monitor a fit in the kernel trains in: a new one after a launch (that
-        one follows a log and cannot train)."""
-        if self.monitor is None or self.launched is not None:
-            self.launched = None
-            self.monitor = TrainingMonitor()
-        return self.monitor
-
-    def fit(self, **fit_kwargs: Any) -> TrainingMonitor:
-        """Fit the current plan in the builder's monitor (a background thread, with
-        Stop); returns the monitor (``wait()`` gives the ``FitResult``). A plan with
-        problems, or whose run exists already, is refused before anything starts.
-
-        With ``processes`` N > 1 the plan is launched instead
-        (``nnx_lab.launch(plan, nproc_per_node=N)``): ``builder.launched`` is the
-        ``LaunchHandle``, ``builder.monitor`` the monitor following the run (its Stop
-        stops every process) and ``wait()`` gives the ``NNRun``. ``fit_kwargs`` apply
-        to a fit in the kernel only.
-        """
-        self._refuse_while_launched()
-        plan = self.plan
-        plan.validate().raise_for_errors()
-        self._refuse_existing(plan, fit_kwargs)
-        if self.processes > 1:
-            return self._launch(plan, fit_kwargs)
-        monitor = self._ensure_monitor()
-        monitor.fit_plan(plan, **fit_kwargs)
-        self._watch(monitor, "fit")
-        return monitor
-
-    def _refuse_while_launched(self) -> None:
-        """One run of this builder at a time: a launched one ends first (a fit in the
-        kernel is refused by its monitor)."""
-        handle = self.launched
-        if handle is not None and handle.returncode is None:
-            raise RuntimeError(
-                f"the launched run {handle.run_id[:12]} is still running: stop it in the "
-                "monitor (or builder.launched.stop()), or wait for it (builder.wait())"
-            )
-
-    def _launch(self, plan: ExperimentPlan, fit_kwargs: Mapping[str, Any]) -> TrainingMonitor:
-        n = self.processes
-        monitor = self.monitor
-        job = getattr(monitor, "_job", None)
-        if job is not None and job.is_alive():
-            raise RuntimeError(
-                "a fit of this builder is training in the kernel: stop it in the monitor, "
-                "or wait for it (builder.wait())"
-            )
-        if fit_kwargs:
-            raise ValueError(
-                f"fit({', '.join(sorted(fit_kwargs))}=...) with processes={n}: fit options "
-                "apply to a fit in the kernel; put them in the plan, or set processes to 1"
-            )
-        from ..distributed import launch  # torch and torchrun only when asked for
-
-        # launch() refuses (plan, factories another process cannot import, a batch that
-        # does not split, an existing run) before it starts anything
-        handle = launch(plan, nproc_per_node=n)
-        self.launched = handle
-        self.monitor = handle.monitor  # the view draws the new monitor in the builder
-        self._watch(handle, "launch")
-        return handle.monitor
-
-    def fit_branches(self, names: Iterable[str] | None = None, **fit_kwargs: Any) -> Any:
-        """Fit the named variants one after another into the builder's monitor, each in
-        its own colour (``TrainingMonitor.race``); returns the monitor."""
-        with self._lock:
-            chosen = list(self._branches) if names is None else list(names)
-            if not chosen:
-                raise ValueError(
-                    "no branches yet: Branch keeps the current plan as a named variant; "
-                    "keep two or more, then fit them"
-                )
-            missing = [n for n in chosen if n not in self._branches]
-            if missing:
-                raise KeyError(f"no branch named {missing}; branches: {list(self._branches)}")
-            plans = {n: self._branches[n] for n in chosen}
-        if self.processes > 1:
-            raise ValueError(
-                f"Fit branches with processes={self.processes}: branches race in the "
-                "kernel, one after another; set processes to 1, or load a branch and Fit "
-                "it with several processes"
-            )
-        self._refuse_while_launched()
-        monitor = self._ensure_monitor()
-        monitor.race(plans, **fit_kwargs)
-        self._watch(monitor, "race")
-        return monitor
-
-    def _refuse_existing(self, plan: ExperimentPlan, fit_kwargs: Mapping[str, Any]) -> None:
-        overwrite = fit_kwargs.get("overwrite_existing", plan.value("train.overwrite_existing"))
-        if self._id_plan is plan and self.run_exists and not overwrite:
-            raise FileExistsError(
-                f"run {self.run_id} exists already ({self.run_exists}); change a value to "
-                "make another run, or set train.overwrite_existing (Run settings) to fit "
-                "it again"
-            )
-
-    def _watch(self, running: Any, kind: str) -> None:
-        """While the monitor (or the launched processes) train: busy; afterwards the run
-        id (which now exists)."""
-        self.busy = kind
-        self._set_run_id(self.plan, "", "deferred", "computed when the fit ends")
-
-        def wait() -> None:
-            try:
-                running.wait()
-            except BaseException:  # the monitor shows it
-                log.debug("the builder's fit ended with an error", exc_info=True)
-            finally:
-                self.busy = ""
-                plan = self.plan
-                self._request_run_id(plan, plan.validate())
-
-        threading.Thread(target=wait, name="nnx-plan-builder-wait", daemon=True).start()
-
-    def wait(self, timeout: float | None = None) -> Any:
-        """Wait for the builder's fit or race: its ``FitResult`` or ``{name: FitResult}``;
-        for a launched fit (``processes`` > 1) the ``NNRun``."""
-        if self.launched is not None:
-            return self.launched.wait(timeout)
-        if self.monitor is None:
-            return None
-        return self.monitor.wait(timeout)
 
     def reset(self) -> ExperimentPlan:
         """Back to the plan the builder started from (branches are kept)."""

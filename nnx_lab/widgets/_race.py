@@ -7,8 +7,11 @@ status. The monitor registers a lane's series with its transport under the names
 monitor, so a view can never mistake an old lane's rows for a new one's), and lists
 the lanes in its synced ``runs`` trait, which says what each view draws.
 
-While a race trains, each lane also passes its run's events on to the monitor itself,
-so the header, the counters and the Stop button follow the run that is training now.
+A lane knows its monitor only through a ``LaneHost``: the lock its series change
+under, and the two calls that send them (``flush`` soon, ``changed`` now, for a status).
+While a race trains, each lane also passes its run's events on to a sink (``forward``:
+the monitor itself), so the header, the counters and the Stop button follow the run
+that is training now.
 """
 
 from __future__ import annotations
@@ -17,16 +20,15 @@ import functools
 import logging
 import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Any
 
 from ..engine.events import EpochEnded, RunFinished, RunStarted, StepEnded, StepMetrics
 from ._jobs import format_exception
 from ._monitor_series import add_epoch, add_steps, epoch_series, step_series
 
-if TYPE_CHECKING:
-    from ._monitor import TrainingMonitor
-
-__all__ = ["LANE_STATUSES", "MAX_LANES", "RaceLane"]
+__all__ = ["LANE_STATUSES", "MAX_LANES", "LaneHost", "RaceLane"]
 
 log = logging.getLogger("nnx_lab.widgets")
 
@@ -51,6 +53,16 @@ LANE_POINTS = 20_000
 LANE_EPOCHS = 5_000
 
 
+@dataclass(frozen=True)
+class LaneHost:
+    """What a lane needs of the widget that draws it, and nothing more."""
+
+    lock: AbstractContextManager[Any]  # the series and the lanes change under it
+    changed: Callable[[], None]  # a lane's status changed: send its last rows, then it
+    flush: Callable[[], None]  # rows were added: send them with the next update
+    show_error: Callable[[BaseException | str], None]  # under the widget
+
+
 def _guarded(hook: Callable[..., None]) -> Callable[..., None]:
     """A lane's display problem must not fail the run it follows."""
 
@@ -61,7 +73,7 @@ def _guarded(hook: Callable[..., None]) -> Callable[..., None]:
         except Exception as exc:
             log.exception("race lane %s: %s failed; training goes on", self.name, hook.__name__)
             try:
-                self.monitor.show_error(exc)
+                self.host.show_error(exc)
             except Exception:
                 log.debug("could not show the error under the widget", exc_info=True)
 
@@ -73,18 +85,18 @@ class RaceLane:
 
     def __init__(
         self,
-        monitor: TrainingMonitor,
+        host: LaneHost,
         key: str,
         name: str,
         *,
         points: int,
         epochs: int,
-        forward: bool,
+        forward: Any = None,
     ) -> None:
-        self.monitor = monitor
+        self.host = host
         self.key = key
         self.name = name
-        self.forward = forward  # pass events on to the monitor (a race that trains)
+        self.forward = forward  # a sink the events go on to (the monitor, in a race)
         self.steps = step_series(points)
         self.epochs = epoch_series(epochs)
         self.run_id = ""
@@ -123,53 +135,53 @@ class RaceLane:
 
     def fail(self, exc: BaseException | str) -> None:
         """The run failed (before it started, or the loop raised)."""
-        with self.monitor._lock:
+        with self.host.lock:
             self.status = "failed"
             self.error = exc if isinstance(exc, str) else format_exception(exc)
-        self.monitor._lane_changed()
+        self.host.changed()
 
     def skip(self, reason: str) -> None:
-        with self.monitor._lock:
+        with self.host.lock:
             self.status = "skipped"
             self.stop_reason = reason
-        self.monitor._lane_changed()
+        self.host.changed()
 
     # ------------------------------------------------------------------ sink hooks
 
     def on_attach(self, control: Any) -> None:
-        if self.forward:
-            self.monitor.on_attach(control)
+        if self.forward is not None:
+            self.forward.on_attach(control)
 
     def on_detach(self) -> None:
-        if self.forward:
-            self.monitor.on_detach()
+        if self.forward is not None:
+            self.forward.on_detach()
 
     @_guarded
     def on_run_started(self, event: RunStarted) -> None:
-        with self.monitor._lock:
+        with self.host.lock:
             self.run_id = event.run_id
             self.status = "running"
             self.epoch = int(event.start_epoch)
             self.step = int(event.start_step)
             self.n_epochs = int(event.start_epoch) + int(event.n_epochs) - 1
-        if self.forward:
-            self.monitor.on_run_started(event)
-        self.monitor._lane_changed()
+        if self.forward is not None:
+            self.forward.on_run_started(event)
+        self.host.changed()
 
     @_guarded
     def on_step_ended(self, event: StepEnded) -> None:
         self.step = max(self.step, int(event.step))
         self.epoch = max(self.epoch, int(event.epoch))
-        if self.forward:
-            self.monitor.on_step_ended(event)
+        if self.forward is not None:
+            self.forward.on_step_ended(event)
         else:
-            self.monitor._transport.request_flush()
+            self.host.flush()
 
     @_guarded
     def on_step_metrics(self, event: StepMetrics) -> None:
         records = event.records
         if records:
-            with self.monitor._lock:
+            with self.host.lock:
                 losses = add_steps(self.steps, records)
                 for record, loss in zip(records, losses, strict=True):
                     if math.isfinite(loss):
@@ -178,25 +190,25 @@ class RaceLane:
                         self.nonfinite_since = int(record.step)
                 self.last_loss = losses[-1]
                 self.step = max(self.step, int(records[-1].step))
-        if self.forward:
-            self.monitor.on_step_metrics(event)
+        if self.forward is not None:
+            self.forward.on_step_metrics(event)
         else:
-            self.monitor._transport.request_flush()
+            self.host.flush()
 
     @_guarded
     def on_epoch_ended(self, event: EpochEnded) -> None:
-        with self.monitor._lock:
+        with self.host.lock:
             add_epoch(self.epochs, event)
             self.epoch = max(self.epoch, int(event.epoch))
             self.step = max(self.step, int(event.step))
-        if self.forward:
-            self.monitor.on_epoch_ended(event)
+        if self.forward is not None:
+            self.forward.on_epoch_ended(event)
         else:
-            self.monitor._transport.request_flush()
+            self.host.flush()
 
     @_guarded
     def on_run_finished(self, event: RunFinished) -> None:
-        with self.monitor._lock:
+        with self.host.lock:
             self.step = max(self.step, int(event.steps))
             self.status = event.status if event.status in TERMINAL else "finished"
             self.stop_reason = event.stop_reason or ""
@@ -205,6 +217,6 @@ class RaceLane:
                 if event.traceback:
                     text = f"{text}\n\n{event.traceback.rstrip()}"
                 self.error = text
-        if self.forward:
-            self.monitor.on_run_finished(event)
-        self.monitor._lane_changed()
+        if self.forward is not None:
+            self.forward.on_run_finished(event)
+        self.host.changed()

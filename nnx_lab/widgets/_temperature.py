@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ..calibration._inputs import prediction_rows
+from ..calibration import prediction_rows
 from ..errors import ConfigError
 
 __all__ = ["SweepPoint", "TemperatureSweep"]

@@ -196,3 +196,112 @@ def test_refusals_come_before_any_process_or_folder(runs_root):
     with pytest.raises(ConfigError, match="plan"):
         launch("train.yaml", 2)
     assert not runs_root.exists() or not any(runs_root.iterdir())
+
+
+# -- the launcher is a source of events: any sink, no widget -----------------------------
+
+RUN = "cd" * 16
+
+
+class _Sink:
+    def __init__(self):
+        self.events = []
+
+    def on_run_started(self, event):
+        self.events.append(("started", event.run_id))
+
+    def on_epoch_ended(self, event):
+        self.events.append(("epoch", event.epoch))
+
+    def on_run_finished(self, event):
+        self.events.append(("finished", event.status, event.error, event.traceback))
+
+
+# A stand-in for torchrun: it writes rank 0's log (and, failing, rank 1's error record)
+# the way the workers do, and exits with the code it is given.
+_WRITER = """
+import json, sys, time
+from pathlib import Path
+run, folder, code = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
+run.mkdir(parents=True)
+lines = [
+    {"event": "run_started", "run_id": run.name, "run_dir": str(run), "n_epochs": 2,
+     "start_epoch": 1, "start_step": 0, "steps_per_epoch": 1, "config": {}, "time": 1.0},
+    {"event": "epoch_ended", "epoch": 1, "step": 1, "lr": 0.1, "train": {}, "val": None,
+     "signal": None, "signal_source": None, "improved": False, "seconds": 0.1},
+]
+if code == 0:
+    lines.append({"event": "run_finished", "run_id": run.name, "status": "finished",
+                  "epochs_completed": 1, "steps": 1, "time": 2.0})
+with open(run / "metrics.jsonl", "a") as fh:
+    for line in lines:
+        fh.write(json.dumps(line) + "\\n"); fh.flush(); time.sleep(0.3)
+status = "finished" if code == 0 else "failed"
+(run / "metadata.yaml").write_text(f"status: {status}\\n")
+if code:
+    (folder / "rank1.error.json").write_text(json.dumps({
+        "rank": 1, "exit_code": code, "type": "ValueError", "message": "no shard",
+        "traceback": "Traceback: in fails_here", "time": 1.0}))
+sys.exit(code)
+"""
+
+
+def _fake_launch(tmp_path, code):
+    from nnx_lab.distributed import LaunchHandle
+
+    root, folder = tmp_path / "runs", tmp_path / "launch"
+    folder.mkdir()
+    out = open(folder / "torchrun.log", "ab")  # noqa: SIM115 - the handle closes it
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _WRITER, str(root / RUN), str(folder), str(code)], stdout=out
+    )
+    return LaunchHandle(proc, folder, root, RUN, 2, out)
+
+
+def test_attach_follows_rank_zeros_log_into_any_sink(tmp_path):
+    handle = _fake_launch(tmp_path, 0)
+    sink = _Sink()
+    early = handle.attach(sink)  # before the log exists
+    assert handle.wait(timeout=60) is None  # the stand-in wrote no run.yaml: no NNRun
+    assert handle.status == "finished"
+    assert early.join(timeout=10)
+    assert sink.events == [("started", RUN), ("epoch", 1), ("finished", "finished", None, None)]
+    late = _Sink()
+    handle.attach(late)  # after the end: the whole log at once
+    assert late.events == sink.events
+    assert handle.monitor is None  # the launcher owns no widget
+
+
+def test_a_failed_launch_ends_its_sinks_with_the_failing_ranks_traceback(tmp_path):
+    handle = _fake_launch(tmp_path, 1)
+    sink = _Sink()
+    follower = handle.attach(sink)
+    with pytest.raises(RuntimeError, match=r"rank 1 failed \(exit code 1\): ValueError: no shard"):
+        handle.wait(timeout=60)
+    assert follower.join(timeout=10)
+    assert sink.events[:2] == [("started", RUN), ("epoch", 1)]
+    assert sink.events[-1] == (
+        "finished",
+        "failed",
+        "rank 1 failed (exit code 1): ValueError: no shard",
+        "Traceback: in fails_here",
+    )
+
+
+def test_the_launcher_imports_no_widget_and_refuses_to_own_a_monitor(runs_root):
+    out = subprocess.run(
+        [sys.executable, "-c", "import sys, nnx_lab.distributed; print('\\n'.join(sys.modules))"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=HERE.parents[1],
+        env={**os.environ, "PYTHONPATH": str(HERE.parents[1])},
+    )
+    mods = set(out.stdout.split())
+    assert "nnx_lab.distributed._launch" in mods
+    assert not any(m.startswith("nnx_lab.widgets") for m in mods)
+    from nnx_lab.distributed import launch as bare
+
+    with pytest.raises(ConfigError, match=r"monitor.*TrainingMonitor.for_launch\(handle\)"):
+        bare(_plan(runs_root), 2, monitor=True)
+    assert not runs_root.exists()

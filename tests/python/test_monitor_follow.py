@@ -43,7 +43,7 @@ def test_from_run_renders_a_finished_run_like_the_live_monitor(run_dir):
         assert replayed.elapsed == pytest.approx(live.elapsed)
         assert replayed.series() == live.series()
         assert replayed.epoch_rows == live.epoch_rows
-        assert replayed._follow_thread is None  # finished: nothing to follow
+        assert replayed._follower is None  # finished: nothing to follow
         fe = FakeFrontend(replayed)
         fe.hello()
         assert fe.rows_sent("steps", ("snapshot",)) == 60
@@ -81,8 +81,8 @@ def test_follow_a_run_being_written(run_dir):
         assert m.status == "running"
         first = m.loss_points
         assert first > 0
-        assert m._follow_thread is not None
-        assert m._follow_thread.is_alive()
+        assert m._follower is not None
+        assert m._follower.is_alive()
         assert m.can_stop is False
         with pytest.raises(RuntimeError, match="another process"):
             m.stop()
@@ -101,7 +101,7 @@ def test_follow_a_run_being_written(run_dir):
             fh.write(line[20:])
         m.wait(timeout=10)  # the follower ends at run_finished
         assert m.status == "finished"
-        assert not m._follow_thread.is_alive()
+        assert not m._follower.is_alive()
         assert fe.state["status"] == "finished"
         assert m.series()["step"] == list(range(1, 61))
     finally:
@@ -111,10 +111,10 @@ def test_follow_a_run_being_written(run_dir):
 def test_close_stops_following(run_dir):
     write_jsonl(run_dir / "metrics.jsonl", scripted_run(run_id=R1)[:5])
     m = TrainingMonitor.from_run(R1, runs_root=run_dir.parent, poll_interval=0.05)
-    thread = m._follow_thread
-    assert thread.is_alive()
+    follower = m._follower
+    assert follower.is_alive()
     m.close()
-    assert not thread.is_alive()
+    assert not follower.is_alive()
 
 
 def test_follow_waits_for_the_log_to_appear(run_dir):
@@ -135,7 +135,7 @@ def test_without_follow_an_unfinished_log_takes_the_metadata_status(run_dir):
     (run_dir / "metadata.yaml").write_text("status: failed\nseed: 0\n")
     m = TrainingMonitor.from_run(R1, runs_root=run_dir.parent, follow=False)
     assert m.status == "failed"
-    assert m._follow_thread is None
+    assert m._follower is None
     m.close()
 
 
@@ -241,8 +241,8 @@ def test_a_follower_ends_when_the_writer_is_gone(run_dir):
     try:
         assert _wait_for(lambda: m.status == "interrupted", timeout=10)
         assert "without a word" in m.stop_reason
-        m._follow_thread.join(timeout=5)
-        assert not m._follow_thread.is_alive()
+        assert m._follower.join(timeout=5)
+        assert not m._follower.is_alive()
     finally:
         m.close()
     replay = TrainingMonitor.from_run(R1, runs_root=run_dir.parent, follow=False)
@@ -261,8 +261,8 @@ def test_a_follower_ends_when_the_run_directory_is_deleted(run_dir):
         assert m.status == "running"
         shutil.rmtree(run_dir)
         assert _wait_for(lambda: "was deleted while it was followed" in m.error, timeout=10)
-        m._follow_thread.join(timeout=5)
-        assert not m._follow_thread.is_alive()
+        assert m._follower.join(timeout=5)
+        assert not m._follower.is_alive()
     finally:
         m.close()
 
