@@ -247,7 +247,7 @@ class LaunchHandle:
         """The ``NNRun`` once the processes have ended (None before)."""
         if self.proc.poll() is None or not (self.run_dir / "run.yaml").is_file():
             return None
-        from ..engine.runs import NNRun
+        from ..engine.run_handle import NNRun
 
         return NNRun.load(self.run_id, runs_root=self.root)
 

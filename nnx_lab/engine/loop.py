@@ -25,6 +25,7 @@ import numpy as np
 import torch
 
 from ..data.metrics import MetricSpec
+from .edp import EDP, finalize
 from .enums import RunStatus
 from .evaluate import evaluate
 from .events import (
@@ -39,12 +40,11 @@ from .events import (
     TrainingControl,
 )
 from .losses import LossFn
-from .metrics import EDP, finalize
-from .monitor import MonitorRecord, MonitorState
 from .optim import optimizer_topology
 from .params import NNTrainParams
 from .precision import ResolvedPrecision
 from .scoring import Accumulation, Scorer, call_extra, gather_rows, scored_pairs, scorer_specs
+from .selection import MonitorRecord, MonitorState
 from .sinks import EventBus
 from .tasks import Task
 from .training_state import RngState, TrainingState, capture_objects, preserved_rng

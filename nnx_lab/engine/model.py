@@ -36,6 +36,7 @@ from .data import (
     tensor_digest,
 )
 from .drift import print_model_banner
+from .edp import EDP
 from .enums import Devices, RunStatus
 from .evaluate import evaluate, inference
 from .events import TrainingControl
@@ -50,18 +51,17 @@ from .handlers import (
 )
 from .loop import RunInfo, TrainingLoop, TrainStep
 from .losses import LossFn
-from .metrics import EDP
 from .nets import build_net
 from .optim import build_optimizer, build_scheduler, trainable_groups
 from .params import CustomLossRef, NNModelParams, NNParams, NNTrainParams
 from .precision import PrecisionPolicy, ResolvedPrecision, resolve_precision
+from .prediction_stream import PredictionStream, plain_batch, rich_batch
 from .probabilities import PredictionResult, ProbabilitySpec, prediction_from_logits
 from .reservation import existing_run_error, inspect_existing, reserve_run_dir
 from .resume import plan_resume
-from .runs import NNRun, environment_metadata, run_id_for, write_metadata
+from .run_handle import NNRun, environment_metadata, run_id_for, write_metadata
 from .scoring import check_declared
 from .sinks import EventBus, check_callback
-from .streaming import PredictionStream, plain_batch, rich_batch
 from .tasks import Task, task_for
 from .training_state import is_stateful, seed_everything
 from .update import Updater

@@ -18,8 +18,8 @@ from typing import Any
 from ..errors import ConfigError
 from ..runs import is_run_id
 from .enums import Activations, Devices, Losses, Nets, Optims, coerce_enum
-from .monitor import MonitorSpec
 from .precision import PrecisionPolicy, normalize_policy
+from .selection import MonitorSpec
 from .task_spec import TaskSpec
 
 __all__ = [

@@ -19,7 +19,6 @@ from types import MappingProxyType
 from typing import Any
 
 from ..engine.enums import Losses
-from ..engine.monitor import MonitorSpec
 from ..engine.params import (
     CustomLossRef,
     NNModelParams,
@@ -29,6 +28,7 @@ from ..engine.params import (
     NNTrainParams,
 )
 from ..engine.precision import PrecisionPolicy, device_can_run
+from ..engine.selection import MonitorSpec
 from ..errors import ConfigError, DataError
 from ..runs import FORMAT_VERSION, is_run_id, resolve_runs_root, run_dir
 from ._binding import BindingReport, build_binding_report

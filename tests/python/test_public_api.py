@@ -180,7 +180,7 @@ def test_plans_and_provenance_import_without_torch():
         "nnx_lab.engine.checkpoint",
         "nnx_lab.engine.handlers",
         "nnx_lab.engine.loop",
-        "nnx_lab.engine.streaming",
+        "nnx_lab.engine.prediction_stream",
         "nnx_lab.data",
         "nnx_lab.calibration",
         "nnx_lab.abstention",

@@ -7,7 +7,7 @@ import warnings
 from typing import Any
 
 from ..events import EpochEnded, TrainingControl
-from ..monitor import MonitorSpec, MonitorState
+from ..selection import MonitorSpec, MonitorState
 
 __all__ = ["EarlyStopping"]
 

@@ -19,9 +19,9 @@ import torch
 from ..data.metrics import MetricSpec
 from ..data.streaming import StreamingMetrics
 from .data import iter_inputs
+from .edp import EDP
 from .evaluate import inference
 from .losses import LossFn
-from .metrics import EDP
 from .precision import ResolvedPrecision
 from .probabilities import PredictionBatch, PredictionResult, prediction_from_logits
 from .scoring import call_extra, scored_pairs, scorer_specs
