@@ -49,7 +49,7 @@ from .handlers import (
     adapt_callbacks,
     tqdm_disabled,
 )
-from .loop import RunInfo, TrainingLoop, TrainStep
+from .loop import RunInfo, TrainingLoop
 from .losses import LossFn
 from .nets import build_net
 from .optim import build_optimizer, build_scheduler, trainable_groups
@@ -63,6 +63,7 @@ from .run_handle import NNRun, environment_metadata, run_id_for, write_metadata
 from .scoring import check_declared
 from .sinks import EventBus, check_callback
 from .tasks import Task, task_for
+from .train_step import TrainStep
 from .training_state import is_stateful, seed_everything
 from .update import Updater
 
