@@ -127,7 +127,7 @@ def launch(
     with preserved_rng():
         model, params, _ = plan.materialize()
         params = rank_params(params, world, rank=0)
-        pre = model._preflight(params, _WorldSize(world))
+        pre = model.preflight(params, _WorldSize(world))
     run_id = pre.run_id
     root = pre.root.resolve()
     existing = inspect_existing(root, run_id)
