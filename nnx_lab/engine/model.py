@@ -307,14 +307,6 @@ class NNModel:
             tensor_digest(h, tensor)
         return h.hexdigest()
 
-    def lr_finder(self, train_loader: Any, **kwargs: Any) -> Any:
-        """``nnx_lab.lr_finder`` on this model's network, loss and precision policy; the
-        model is left exactly as it was (see docs/lr_finder.md)."""
-        from ..lr_sweep import lr_finder  # the tool builds on the engine, not the reverse
-
-        kwargs.setdefault("precision", self.precision)
-        return lr_finder(self.net, train_loader, self._loss.kind or self._loss.custom, **kwargs)
-
     def _task_for_loader(self, loader: Any, field: str) -> Task:
         if self._loss.kind is not None:
             return self.task()
