@@ -34,13 +34,13 @@ from .engine._modes import preserved_modes
 from .engine.data import first_batch
 from .engine.enums import Optims
 from .engine.events import SweepFinished, SweepPoints, SweepStarted, TrainingControl
-from .engine.loop import TrainStep
 from .engine.losses import LossFn
 from .engine.optim import build_optimizer, trainable_groups
 from .engine.params import NNOptimParams
 from .engine.precision import PrecisionPolicy, ResolvedPrecision, resolve_precision
 from .engine.sinks import EventBus
 from .engine.tasks import Task
+from .engine.train_step import TrainStep
 from .engine.training_state import preserved_rng
 from .engine.update import Updater
 from .errors import ConfigError, DataError

@@ -140,7 +140,7 @@ def launch(
     with preserved_rng():
         model, params, _ = plan.materialize()
         params = rank_params(params, world, rank=0)
-        pre = model._preflight(params, _WorldSize(world))
+        pre = model.preflight(params, _WorldSize(world))
     run_id = pre.run_id
     root = pre.root.resolve()
     existing = inspect_existing(root, run_id)
@@ -288,7 +288,7 @@ class LaunchHandle:
         """The ``NNRun`` once the processes have ended (None before)."""
         if self.proc.poll() is None or not (self.run_dir / "run.yaml").is_file():
             return None
-        from ..engine.runs import NNRun
+        from ..engine.run_handle import NNRun
 
         return NNRun.load(self.run_id, runs_root=self.root)
 

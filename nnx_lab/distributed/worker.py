@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _train(launch: Path, rank: int) -> int:
-    from ..engine.runs import run_id_for
+    from ..engine.run_handle import run_id_for
     from ..plans import ExperimentPlan
     from . import DDP, init_process_group, shutdown
     from ._plan_ranks import rank_params

@@ -37,7 +37,7 @@ from ..runs._atomic import atomic_write_bytes, file_lock, read_json
 from ._codec import join_state, split_state
 from .enums import Checkpoints, coerce_enum
 from .params import NNModelParams, NNParams
-from .runs import NNRun
+from .run_handle import NNRun
 from .safetensors_io import encode as st_save
 from .training_state import TrainingState
 

@@ -21,7 +21,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import torch
 
-from .loop import StepOutput, TrainStep
+from .train_step import StepOutput, TrainStep
 
 __all__ = ["Collective", "DistributedTrainStep"]
 

@@ -83,14 +83,14 @@ def code_now(
 def model_record(model: Any, *, now: bool) -> Record:
     """A model's values and loss code, as fixed when it was built (``now=False``) or as
     its attributes say today (``now=True``)."""
-    fixed = getattr(model, "_fixed", None)
+    fixed = getattr(model, "fixed", None)
     if fixed is None:
         raise TypeError(f"{type(model).__name__} records nothing at construction")
     label = "model, when built" if not now else "model, now"
     if not now:
         values = {"net": fixed["net"], "model": fixed["model"], "environment": environment_now()}
         return Record("model", label, values, tuple(fixed["code"]))
-    held = getattr(model, "_loss", None)
+    held = getattr(model, "loss_fn", None)
     held_loss = None if held is None else held.custom
     target = None if held_loss is None else code_target(held_loss)[0]
     code = tuple(code_now(c, held=target) for c in fixed["code"])

@@ -16,8 +16,8 @@ import torch
 
 from ..data.metrics import MetricSpec
 from ._modes import preserved_modes
+from .edp import EDP, finalize
 from .losses import LossFn
-from .metrics import EDP, finalize
 from .precision import ResolvedPrecision
 from .scoring import Accumulation, Scorer, call_extra, scored_pairs, scorer_specs
 from .tasks import Task

@@ -23,14 +23,14 @@ from .enums import Checkpoints
 from .handlers.jsonl_log import JsonlLogger
 from .optim import optimizer_topology, trainable_groups
 from .precision import ResolvedPrecision
-from .runs import read_events
+from .run_handle import read_events
 from .training_state import TrainingState, restore_objects
 
 if TYPE_CHECKING:
     from .loop import TrainingLoop
     from .model import NNModel
     from .params import NNTrainParams
-    from .runs import NNRun
+    from .run_handle import NNRun
 
 __all__ = ["ResumeError", "ResumePlan", "plan_resume"]
 

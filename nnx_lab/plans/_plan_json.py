@@ -14,9 +14,9 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-from ..engine.monitor import MonitorSpec
 from ..engine.params import CustomLossRef
 from ..engine.precision import PrecisionPolicy
+from ..engine.selection import MonitorSpec
 from ..errors import ConfigError
 from ._problems import PlanError, Problem, json_safe
 from ._refs import reference_of, resolve_reference

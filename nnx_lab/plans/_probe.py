@@ -18,9 +18,9 @@ import torch
 
 from ..engine.data import check_batch
 from ..engine.evaluate import evaluate, inference
-from ..engine.loop import TrainStep
 from ..engine.model import NNModel
 from ..engine.optim import build_optimizer, trainable_groups
+from ..engine.train_step import TrainStep
 from ..engine.training_state import preserved_rng, seed_everything
 from ..engine.update import Updater
 from ..errors import DataError

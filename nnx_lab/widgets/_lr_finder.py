@@ -1,7 +1,7 @@
 """LRFinderWidget: the LR sweep drawn live, a learning rate picked on its curve and
 handed to a plan (and to a linked PlanBuilder).
 
-The widget runs ``plan.lr_finder`` / ``model.lr_finder`` (``nnx_lab.lr_sweep``) in a
+The widget runs ``plan.lr_finder``, or ``nnx_lab.lr_finder`` on a model's network, in a
 background thread and is one more sink of the sweep's events: the points go into a
 bounded series sent to the views through the shared transport (throttled updates, a
 chunked snapshot on each ``hello``), so a reloaded page gets the whole curve back. The
@@ -56,8 +56,9 @@ class LRFinderWidget(NNxWidget):
 
     ``LRFinderWidget(plan)`` sweeps the model an ``ExperimentPlan`` would fit
     (``plan.lr_finder``); ``LRFinderWidget(model, train_loader)`` an ``NNModel``
-    (``model.lr_finder``); ``LRFinderWidget(builder)`` the current plan of a
-    ``PlanBuilder``, which it is then linked to. Other keyword arguments go to the sweep
+    (``nnx_lab.lr_finder`` on its network, loss and precision);
+    ``LRFinderWidget(builder)`` the current plan of a ``PlanBuilder``, which it is then
+    linked to. Other keyword arguments go to the sweep
     (``start_lr``, ``end_lr``, ``num_iter``, ``mode``, ``rule``, ``callbacks``, ...; see
     ``nnx_lab.lr_finder``) and are checked here, before anything starts.
 
@@ -335,8 +336,12 @@ class LRFinderWidget(NNxWidget):
     def _sweep_target(self, control: Any) -> Callable[[], Any]:
         kwargs = {**self._kwargs, "callbacks": [self, *self._user_callbacks], "control": control}
         if self._kind == "model":
+            from ..lr_sweep import lr_finder  # the tool, on the model's network and loss
+
             model, loader = self._model, self._loader
-            return lambda: model.lr_finder(loader, **kwargs)
+            kwargs.setdefault("precision", model.precision)
+            loss = model.loss_fn.kind or model.loss_fn.custom
+            return lambda: lr_finder(model.net, loader, loss, **kwargs)
         plan = self._source_plan if self._kind == "plan" else self.plan
         assert plan is not None
         return lambda: plan.lr_finder(**kwargs)

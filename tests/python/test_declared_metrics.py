@@ -167,7 +167,7 @@ def _decisions(values, min_delta):
 
 
 def test_the_decision_rule_lower_or_higher_by_more_than_min_delta():
-    from nnx_lab.engine.monitor import MonitorState
+    from nnx_lab.engine.selection import MonitorState
 
     lower = MonitorState(MonitorSpec("nll", min_delta=0.1))
     seen = [lower.observe(v) for v in (1.0, 0.95, None, 0.85, float("nan"), 0.9, 0.84)]

@@ -13,7 +13,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from nnx_lab import EDP, Losses, NNOptimParams, NNSchedulerParams, Optims
 from nnx_lab.engine.events import StepRecord
-from nnx_lab.engine.loop import selection_signal
+from nnx_lab.engine.selection import selection_signal
 
 
 def macro(y_true: np.ndarray, y_pred: np.ndarray) -> dict[str, float]:

@@ -30,9 +30,10 @@ from nnx_lab import (
 from nnx_lab.engine._codec import join_state, split_state
 from nnx_lab.engine.evaluate import evaluate
 from nnx_lab.engine.events import EpochEnded
-from nnx_lab.engine.loop import TrainingLoop, TrainStep
+from nnx_lab.engine.loop import TrainingLoop
 from nnx_lab.engine.optim import build_optimizer, trainable_groups
 from nnx_lab.engine.sinks import EventBus
+from nnx_lab.engine.train_step import TrainStep
 from nnx_lab.engine.training_state import GENERATION, RngState, preserved_rng
 from nnx_lab.engine.update import Updater
 from nnx_lab.errors import TrainingStateError

@@ -305,7 +305,10 @@ def test_three_epochs_at_the_suggestion_beat_a_hundred_times_more_and_a_thousand
     def build():
         return NNModel(NNParams(input_dim=20, output_dim=20, hidden_dims=[64, 64]), NNModelParams())
 
-    suggested = build().lr_finder(train).suggested_lr
+    model = build()
+    suggested = lr_finder(
+        model.net, train, model.loss_fn.kind, precision=model.precision
+    ).suggested_lr
     assert suggested is not None
 
     def fit(lr):
@@ -328,12 +331,13 @@ def test_three_epochs_at_the_suggestion_beat_a_hundred_times_more_and_a_thousand
     assert good > 0.3  # well above the 5% of chance
 
 
-def test_model_lr_finder_sweeps_under_the_models_precision():
+def test_lr_finder_sweeps_under_a_models_precision_policy():
     model = f.model(precision="bf16")
     seen = []
     model.net.layers[0].register_forward_hook(lambda m, i, out: seen.append(out.dtype))
     X, y, _, _ = f.data()
-    model.lr_finder(DataLoader(TensorDataset(X, y), batch_size=32), num_iter=4)
+    loader = DataLoader(TensorDataset(X, y), batch_size=32)
+    lr_finder(model.net, loader, model.loss_fn.kind, num_iter=4, precision=model.precision)
     assert set(seen) == {torch.bfloat16}
 
 

@@ -426,7 +426,7 @@ def test_a_run_with_a_task_and_a_monitor_reads_back_without_torch(tmp_path):
     )
     code = (
         "import sys\n"
-        "from nnx_lab.engine.runs import NNRun\n"
+        "from nnx_lab.engine.run_handle import NNRun\n"
         f"run = NNRun.load({run.id!r}, runs_root={str(tmp_path)!r})\n"
         "assert run.model_params.task.kind == 'regression'\n"
         "assert run.idps[-1].selection.metric == 'mae'\n"

@@ -7,11 +7,13 @@ import warnings
 from typing import Any
 
 from ..events import EpochEnded, TrainingControl
-from ..monitor import MonitorSpec, MonitorState
+from ..selection import MonitorSpec, MonitorState
 
-__all__ = ["EarlyStopping"]
+__all__ = ["MONITORS", "EarlyStopping"]
 
-_MONITORS = ("val_edp.error", "val_edp.loss", "train_edp.error", "train_edp.loss")
+# The values EarlyStopping(monitor=...) takes by name (the §2.11 record fields).
+MONITORS = ("val_edp.error", "val_edp.loss", "train_edp.error", "train_edp.loss")
+_MONITORS = MONITORS  # the name plans/_fields.py reads
 
 
 class EarlyStopping:
@@ -42,10 +44,10 @@ class EarlyStopping:
                 f"EarlyStopping.patience={patience!r} is invalid: pass an integer >= 1"
             )
         spec = monitor if isinstance(monitor, MonitorSpec) else None
-        if spec is None and monitor is not None and monitor not in _MONITORS:
+        if spec is None and monitor is not None and monitor not in MONITORS:
             raise ValueError(
                 f"EarlyStopping.monitor={monitor!r} is invalid: use one of "
-                f"{', '.join(_MONITORS)}, a MonitorSpec, or None for validation error/loss"
+                f"{', '.join(MONITORS)}, a MonitorSpec, or None for validation error/loss"
             )
         if isinstance(min_delta, bool) or not isinstance(min_delta, int | float) or min_delta < 0:
             raise ValueError(

@@ -14,6 +14,7 @@ import inspect
 from collections.abc import Sequence
 from typing import Any
 
+from ..edp import EDP
 from ..events import (
     HOOKS,
     EpochEnded,
@@ -22,7 +23,6 @@ from ..events import (
     RunStarted,
     TrainingControl,
 )
-from ..metrics import EDP
 from ..sinks import LIFECYCLE, NNX_HOOKS, check_callback
 
 __all__ = ["TrainingContext", "adapt_callbacks"]

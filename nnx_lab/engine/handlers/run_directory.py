@@ -21,7 +21,7 @@ from ...errors import RunDirectoryError
 from ...runs import HEARTBEAT_S, read_stop_request
 from ..enums import RunStatus
 from ..events import EpochEnded, RunFinished, RunStarted, TrainingControl
-from ..runs import write_metadata
+from ..run_handle import write_metadata
 
 __all__ = ["STOP_POLL_S", "RunRecorder"]
 

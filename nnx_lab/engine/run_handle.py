@@ -28,12 +28,12 @@ from ..runs import (
 )
 from ..runs._atomic import atomic_write_yaml
 from ..runs._provenance import read_provenance
+from .edp import EDP
 from .enums import RunStatus
 from .events import EpochEnded, Event, RunFinished, StepMetrics, StepRecord, event_from_json
-from .metrics import EDP
-from .monitor import MonitorRecord
 from .params import NNModelParams, NNParams
 from .precision import ResolvedPrecision
+from .selection import MonitorRecord
 
 __all__ = ["FORMAT_VERSION", "IDP", "NNRun", "read_events", "run_id_for"]
 

@@ -1,19 +1,21 @@
-"""``MonitorSpec``: one named monitor that BEST selection, ReduceLROnPlateau and
-EarlyStopping follow, so they agree on one decision per epoch (§2.6).
+"""Which epoch is BEST: the §2.11 default signal, a named ``MonitorSpec`` (§2.6), and
+the one decision per epoch that BEST, ReduceLROnPlateau and EarlyStopping follow.
 
-At each epoch's end the loop reads the monitored value (a declared metric, or a field
-of the record: loss, error, accuracy ...) from the whole validation set or from the
-whole training epoch, and decides once:
+Without a monitor the signal is the first finite of val error, val loss, train error,
+train loss (``selection_signal``), lower is better. A ``MonitorSpec`` names one value
+instead (a declared metric, or a field of the record: loss, error, accuracy ...), read
+from the whole validation set or from the whole training epoch, and decides once:
 
 - ``"improved"``: the first finite value, or one better than the best so far by more
   than ``min_delta`` (lower for ``mode="min"``, higher for ``"max"``);
 - ``"no_improvement"``: a finite value that is not;
 - ``"unavailable"``: no value (no validation split, an undefined metric) or a NaN/inf.
 
-BEST moves on ``"improved"`` (an unavailable first epoch is kept as a baseline, as in
-§2.11); the plateau scheduler and ``EarlyStopping(monitor=spec)`` count
+BEST moves on ``"improved"`` (an epoch with no signal is kept as a baseline while no
+BEST exists, §2.11); the plateau scheduler and ``EarlyStopping(monitor=spec)`` count
 ``"no_improvement"`` epochs and skip unavailable ones. The decision is recorded as a
-``MonitorRecord`` in the epoch's log line (``idp.selection``).
+``MonitorRecord`` in the epoch's log line (``idp.selection``). ``Selector`` is the
+loop's side of it: the best so far and each epoch's ``EpochSelection``.
 
 Data only: no torch at import (the metric registry is asked for a metric's direction
 when a spec is made).
@@ -24,11 +26,23 @@ from __future__ import annotations
 import math
 import numbers
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
 
-__all__ = ["MONITOR_STATUSES", "MonitorRecord", "MonitorSpec", "MonitorState"]
+if TYPE_CHECKING:
+    from .edp import EDP
+    from .events import StepRecord
+
+__all__ = [
+    "MONITOR_STATUSES",
+    "EpochSelection",
+    "MonitorRecord",
+    "MonitorSpec",
+    "MonitorState",
+    "Selector",
+    "selection_signal",
+]
 
 # Record fields a monitor may name, with the direction that is better.
 EDP_DIRECTIONS = {
@@ -220,3 +234,82 @@ class MonitorState:
         self.best = state["best"]
         self.improvements = int(state["improvements"])
         self.bad_epochs = int(state["bad_epochs"])
+
+
+def selection_signal(
+    val: EDP | None, last_train: StepRecord | None
+) -> tuple[float | None, str | None]:
+    """§2.11: the first finite of val error, val loss, train error, train loss.
+
+    An unavailable validation record (no samples, or neither error nor loss) ends the
+    walk: that epoch has no signal and the training values do not stand in.
+    """
+    candidates: list[tuple[str, float | None]] = []
+    if val is not None:
+        if val.samples == 0 or (val.error is None and val.loss is None):
+            return None, None
+        candidates += [("val_edp.error", val.error), ("val_edp.loss", val.loss)]
+    if last_train is not None:
+        candidates += [("train_edp.error", last_train.error), ("train_edp.loss", last_train.loss)]
+    for source, value in candidates:
+        if value is not None and math.isfinite(value):
+            return float(value), source
+    return None, None
+
+
+@dataclass(frozen=True)
+class EpochSelection:
+    """One epoch's decision: its signal (None: none) and where it was read, whether it
+    beat BEST, whether it is kept as a baseline BEST, the monitor's record (None without
+    a monitor) and what the plateau scheduler steps on (None: it skips this epoch)."""
+
+    signal: float | None
+    source: str | None
+    improved: bool
+    baseline: bool
+    record: MonitorRecord | None
+    plateau: float | None
+
+    @property
+    def best(self) -> str | None:
+        """``"improved"``, ``"baseline"`` or None: why this epoch becomes BEST, if it does."""
+        return "improved" if self.improved else "baseline" if self.baseline else None
+
+
+class Selector:
+    """The run's selection: the monitor's running decision, or the default signal, and
+    the best so far (both saved with a stateful checkpoint)."""
+
+    def __init__(self, monitor: MonitorSpec | None) -> None:
+        self.monitor_state = None if monitor is None else MonitorState(monitor)
+        self.best_value: float | None = None
+        self.has_best = False
+
+    def decide(
+        self, val: EDP | None, train: dict[str, Any], last_train: StepRecord | None
+    ) -> EpochSelection:
+        """Decide on one epoch (its validation record, its train summary, its last step
+        record) and move the best so far."""
+        state = self.monitor_state
+        record = None
+        if state is not None:
+            # The scheduler is fed the count of improvements, so it sees an improvement
+            # exactly when the monitor does (optim.build_scheduler).
+            spec = state.spec
+            read = (None if val is None else val.to_json()) if spec.split == "val" else train
+            record = state.observe(spec.read(read))
+            available = record.status != "unavailable"
+            signal = record.value if available else None
+            source = spec.source if available else None
+            plateau = -float(state.improvements) if available else None
+            improved = record.improved
+        else:
+            signal, source = selection_signal(val, last_train)
+            plateau = signal
+            improved = signal is not None and (self.best_value is None or signal < self.best_value)
+        baseline = signal is None and not self.has_best
+        if improved:
+            self.best_value = signal
+        if improved or baseline:
+            self.has_best = True
+        return EpochSelection(signal, source, improved, baseline, record, plateau)

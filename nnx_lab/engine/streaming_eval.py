@@ -1,123 +1,28 @@
-"""Streaming prediction and validation from counts and sums (§2.21).
+"""``streaming_eval_step``: a validation pass from counts and sums (§2.21).
 
-``PredictionStream`` is what ``model.iter_predict`` returns: one batch result at a time,
-in the loader's order, each computed under the same inference context as ``predict()``
-(eval mode, no grad, the precision policy) and with every module's own mode restored
-before the batch is handed over. ``streaming_eval_step`` is a validation pass for
-``model.train(params, eval_step_fn=...)`` built on the metric registry.
+``model.train(params, eval_step_fn=streaming_eval_step)`` validates with the metric
+registry's accumulators (``data.streaming.StreamingMetrics``) on the device, read back
+once, instead of ``evaluate()``; the values are ``evaluate()``'s.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import Any
 
-import numpy as np
 import torch
 
 from ..data.metrics import MetricSpec
 from ..data.streaming import StreamingMetrics
-from .data import iter_inputs
+from .edp import EDP
 from .evaluate import inference
 from .losses import LossFn
-from .metrics import EDP
 from .precision import ResolvedPrecision
-from .probabilities import PredictionBatch, PredictionResult, prediction_from_logits
 from .scoring import call_extra, scored_pairs, scorer_specs
 from .tasks import Task
 
-if TYPE_CHECKING:
-    from .model import NNModel
-
-__all__ = ["PredictionStream", "streaming_eval_step"]
-
-
-class PredictionStream:
-    """``with model.iter_predict(loader) as stream: for batch in stream: ...``
-
-    One pass: a ``PredictionBatch`` (``rich=False``) or a ``PredictionResult``
-    (``rich=True``) per loader batch. Closing the stream (leaving the ``with`` block)
-    drops its references to the model, the loader and the loader's iterator; the loader
-    itself stays yours.
-    """
-
-    def __init__(
-        self,
-        model: NNModel,
-        X: Any,
-        make: Callable[[torch.Tensor, np.ndarray], Any],
-        surface: str,
-    ) -> None:
-        self._model: NNModel | None = model
-        self._X: Any = X
-        self._make: Callable[[torch.Tensor, np.ndarray], Any] | None = make
-        self._surface = surface
-        self._state = "new"
-        self._batches: Iterator[Any] | None = None
-
-    @property
-    def closed(self) -> bool:
-        return self._state == "closed"
-
-    def __enter__(self) -> PredictionStream:
-        if self._state != "new":
-            raise RuntimeError(
-                "this prediction stream was already opened; call model.iter_predict(...) "
-                "again for another pass"
-            )
-        self._state = "open"
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        if self._batches is not None:
-            self._batches.close()  # type: ignore[attr-defined]
-        self._batches = None
-        self._model = self._X = self._make = None
-        self._state = "closed"
-
-    def __iter__(self) -> Iterator[Any]:
-        if self._state != "open":
-            raise RuntimeError(
-                "a prediction stream is read inside its with block: "
-                "`with model.iter_predict(loader) as stream: for batch in stream: ...`"
-                + (" (this one is closed)" if self._state == "closed" else "")
-            )
-        if self._batches is not None:
-            raise RuntimeError(
-                "a prediction stream is one pass; call model.iter_predict(...) again"
-            )
-        self._batches = self._generate()
-        return self._batches
-
-    def _generate(self) -> Iterator[Any]:
-        model, make = self._model, self._make
-        assert model is not None
-        assert make is not None
-        offset = 0
-        for xb in iter_inputs(self._X):
-            model._check_features(xb)
-            # Entered per batch: the caller's code between batches sees the network in
-            # its own modes, with grad as it had it.
-            with inference(model.net, model.precision, self._surface):
-                logits = model.net(xb.to(model.device)).float().cpu()
-            n = int(logits.shape[0])
-            ids = np.arange(offset, offset + n, dtype=np.int64)
-            offset += n
-            yield make(logits, ids)
-
-
-def plain_batch(task: Task) -> Callable[[torch.Tensor, np.ndarray], PredictionBatch]:
-    return lambda logits, ids: PredictionBatch(logits, task.decode(logits), ids)
-
-
-def rich_batch(spec: Any, task: Task) -> Callable[[torch.Tensor, np.ndarray], PredictionResult]:
-    if spec is None:  # a regression task: continuous values, no probabilities
-        return lambda logits, ids: PredictionResult(logits, None, task.decode(logits), None, ids)
-    return lambda logits, ids: prediction_from_logits(logits, spec, sample_ids=ids)
+__all__ = ["streaming_eval_step"]
 
 
 # What EDP's classification fields mean, as registry metrics: macro for classes, the

@@ -1,0 +1,138 @@
+"""``EpochSums``: one training epoch's running sums, and its partial form.
+
+The loop folds every read-back of the step buffer into them (the loss weighted as the
+epoch's mean needs it, the samples, the summed confusion matrix) and every step's raw
+outputs into the declared metrics' accumulation; at the epoch's end they give the train
+summary of ``EpochEnded``. A mid-epoch checkpoint saves them (``to_partial``) and a
+mid-epoch resume continues them (``restore``), so the interrupted epoch's summary, and
+the decision taken on it, are the uninterrupted run's.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+
+from .edp import finalize
+from .events import StepRecord
+from .scoring import Accumulation, Scorer
+from .tasks import Task
+from .train_step import StepOutput
+
+__all__ = ["EpochSums"]
+
+
+class EpochSums:
+    """The sums of the epoch in progress; a fresh one starts each epoch."""
+
+    def __init__(self, task: Task, scorer: Scorer | None) -> None:
+        self.task = task
+        self.acc = None if scorer is None else Accumulation(scorer)
+        self.conf: np.ndarray | None = None
+        self.loss_sum = 0.0
+        self.weight = 0.0
+        self.samples = 0
+        self.last_record: StepRecord | None = None
+        self.batches = 0  # loader batches trained in this epoch
+
+    def add_outputs(self, out: StepOutput) -> None:
+        """One step's raw outputs into the declared metrics' accumulation."""
+        if self.acc is not None:
+            self.acc.add(out.outputs, out.targets)  # type: ignore[arg-type]
+
+    def add_records(
+        self, records: list[StepRecord], conf: np.ndarray | None, weights: list[float]
+    ) -> StepRecord | None:
+        """Fold one read-back in; returns its first record with a non-finite loss."""
+        first_bad: StepRecord | None = None
+        for rec, weight in zip(records, weights, strict=True):
+            if weight:
+                self.loss_sum += rec.loss * weight
+                self.weight += weight
+                if first_bad is None and not math.isfinite(rec.loss):
+                    first_bad = rec
+            self.samples += rec.samples
+        if conf is not None:
+            self.conf = conf if self.conf is None else self.conf + conf
+        self.last_record = records[-1]
+        return first_bad
+
+    def union(
+        self,
+        reduce: Callable[[torch.Tensor], Any] | None,
+        gather: Callable[[torch.Tensor], torch.Tensor] | None,
+    ) -> None:
+        """The declared metrics' statistics summed (and rows gathered) across ranks."""
+        if self.acc is not None:
+            self.acc.union(reduce, gather)
+
+    def summary(
+        self,
+        reduce: Callable[[torch.Tensor], Any] | None,
+        gather: Callable[[torch.Tensor], torch.Tensor] | None,
+    ) -> dict[str, float | None]:
+        """The epoch's train summary: mean loss, samples, confusion metrics, declared
+        metrics (over every rank's rows) and, for a declared task, the targets scored."""
+        summary: dict[str, float | None] = {
+            "loss": self.loss_sum / self.weight if self.weight else None,
+            "samples": self.samples,
+        }
+        task = self.task
+        if self.conf is not None:
+            summary.update({k: float(v) for k, v in finalize(self.conf, task.kind).items()})
+        valid = int(self.conf.sum()) if self.conf is not None else None
+        acc = self.acc
+        if acc is not None:
+            acc.union(reduce, gather)
+            finals = acc.finalize()
+            if finals is not None:
+                counted, summary["metrics"] = acc.scorer.read(  # type: ignore[assignment]
+                    finals.tolist(), "NNTrainParams.train_loader"
+                )
+                valid = counted if valid is None else valid
+        if task.declared:
+            summary["valid"] = valid
+        return summary
+
+    # -- a mid-epoch checkpoint and its resume -------------------------------------------
+    def to_partial(self) -> dict[str, Any] | None:
+        """The sums as a checkpoint saves them (None: no batch trained yet)."""
+        if self.batches == 0:
+            return None
+        acc = self.acc
+        cats: dict[str, torch.Tensor] = {}
+        if acc is not None:
+            for i, key in enumerate(acc.scorer.cat_keys):
+                for name, chunks in acc.cats.get(key, {}).items():
+                    cats[f"{i}.{name}"] = torch.cat(chunks).detach().cpu()
+        conf = self.conf
+        return {
+            "loss_sum": self.loss_sum,
+            "weight": self.weight,
+            "samples": self.samples,
+            "confusion": None if conf is None else torch.from_numpy(conf.copy()),
+            "sums": None if acc is None or acc.sums is None else acc.sums.detach().cpu().clone(),
+            "cats": cats,
+        }
+
+    def restore(self, saved: dict[str, Any], device: torch.device, *, statistics: bool) -> None:
+        """Continue the sums a checkpoint saved. ``statistics=False`` leaves the declared
+        metrics' statistics at zero: in a data-parallel run the saved ones are the
+        union's, so only rank 0 carries them on and the epoch's union counts them once."""
+        self.loss_sum = float(saved["loss_sum"])
+        self.weight = float(saved["weight"])
+        self.samples = int(saved["samples"])
+        conf = saved.get("confusion")
+        self.conf = None if conf is None else conf.numpy().copy()
+        acc = self.acc
+        if acc is None or saved.get("sums") is None or not statistics:
+            return
+        acc.sums = saved["sums"].to(device)
+        keys = acc.scorer.cat_keys
+        for label, t in (saved.get("cats") or {}).items():
+            index, _, name = label.partition(".")
+            acc.cats.setdefault(keys[int(index)], {})[name] = [t.to(device)]

@@ -1,0 +1,94 @@
+"""What every parameter dataclass shares: value checks that name the field, the value
+and the fix (``ConfigError``), and the canonical JSON over the dataclass fields.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import fields, replace
+from enum import Enum
+from typing import Any
+
+from ..errors import ConfigError
+
+__all__ = [
+    "FLOAT32_MAX",
+    "SEED_LIMIT",
+    "Params",
+    "finite",
+    "is_int",
+    "is_real",
+    "json_value",
+    "positive_int",
+    "set_field",
+]
+
+
+def is_int(value: object) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def is_real(value: object) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def positive_int(value: object, name: str, minimum: int = 1) -> int:
+    if not is_int(value) or int(value) < minimum:  # type: ignore[arg-type]
+        raise ConfigError(name, value, f"pass an integer >= {minimum}")
+    return int(value)  # type: ignore[arg-type]
+
+
+def finite(
+    value: object,
+    name: str,
+    *,
+    low: float,
+    high: float = math.inf,
+    low_open: bool = False,
+    high_open: bool = False,
+    fix: str,
+) -> float:
+    if not is_real(value) or not math.isfinite(float(value)):  # type: ignore[arg-type]
+        raise ConfigError(name, value, fix)
+    v = float(value)  # type: ignore[arg-type]
+    if v < low or (low_open and v == low) or v > high or (high_open and v == high):
+        raise ConfigError(name, value, fix)
+    return v
+
+
+# The largest float32: optimizer arithmetic runs in float32, where a larger value is inf.
+FLOAT32_MAX = 3.4028234663852886e38
+SEED_LIMIT = 2**63  # torch.manual_seed takes a signed 64-bit integer
+
+
+def set_field(obj: object, name: str, value: object) -> None:
+    object.__setattr__(obj, name, value)
+
+
+def json_value(value: Any) -> Any:
+    if hasattr(value, "to_json"):
+        return value.to_json()
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, tuple | list):
+        return [json_value(v) for v in value]
+    return value
+
+
+class Params:
+    """The canonical JSON over the dataclass fields (less ``_not_in_json``), and
+    ``replace``."""
+
+    _not_in_json: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            f.name: json_value(getattr(self, f.name))
+            for f in fields(self)  # type: ignore[arg-type]
+            if f.name not in self._not_in_json
+        }
+
+    def replace(self, **changes: Any):
+        """A copy with ``changes`` applied and validated again."""
+        return replace(self, **changes)  # type: ignore[type-var]

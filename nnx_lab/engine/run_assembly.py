@@ -1,0 +1,315 @@
+"""Assembling a run for ``NNModel.train``: its identity, its directory, its loop.
+
+In order: the run's configuration and id (``run_config``, ``Preflight``: no side
+effect), the existing-run check, then the side effects: the run directory reserved with
+its records and lock (``reserve_run``), and the ``TrainingLoop`` with the handlers that
+record the run attached to its event stream (``assemble_loop``). Under ``distributed=``
+every rank takes each step, and a refusal on any rank is raised on all of them
+(``agreed``); only rank 0 writes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from ..runs import FORMAT_VERSION, writer_identity
+from ..runs._provenance import PROVENANCE_FILE, record_attempt
+from .collective import DistributedTrainStep
+from .data import batch_problem, data_identity
+from .edp import EDP
+from .enums import RunStatus
+from .events import TrainingControl
+from .fingerprint import callable_identity
+from .handlers import (
+    CheckpointPolicy,
+    JsonlLogger,
+    ProgressBar,
+    RunRecorder,
+    adapt_callbacks,
+    tqdm_disabled,
+)
+from .loop import RunInfo, TrainingLoop
+from .optim import build_optimizer, build_scheduler, trainable_groups
+from .params import NNModelParams, NNParams, NNTrainParams
+from .precision import ResolvedPrecision
+from .reservation import existing_run_error, inspect_existing, reserve_run_dir
+from .resume import ResumePlan
+from .run_handle import NNRun, environment_metadata, write_metadata
+from .sinks import EventBus
+from .tasks import Task
+from .train_step import TrainStep
+from .training_state import seed_everything
+from .update import Updater
+
+if TYPE_CHECKING:
+    from .model import NNModel
+
+__all__ = [
+    "Preflight",
+    "agreed",
+    "assemble_loop",
+    "check_existing",
+    "reserve_run",
+    "run_config",
+]
+
+
+@dataclass(frozen=True)
+class Preflight:
+    """What ``train`` knows before it touches the runs root: the precision resolved on
+    the device, the task, the runs root, the resume plan (None: a fresh run), the
+    ``run.yaml`` and the run id (its hash)."""
+
+    precision: ResolvedPrecision
+    task: Task
+    root: Path
+    resume: ResumePlan | None
+    config: dict[str, Any]
+    run_id: str
+
+
+def run_config(
+    params: NNTrainParams,
+    distributed: Any,
+    eval_step_fn: Any,
+    *,
+    net_params: NNParams,
+    model_params: NNModelParams,
+    weights_digest: Callable[[], str],
+) -> dict[str, Any]:
+    """The ``run.yaml`` of a run of these params; ``weights_digest()`` gives the initial
+    weights' digest (not asked for a resumed run, whose weights come from its source)."""
+    config = {
+        "format": FORMAT_VERSION,
+        "net": net_params.to_json(),
+        "model": model_params.to_json(),
+        "train": params.identity(),
+        "data": data_identity(params.train_loader, params.val_loader, params.data_id),
+        "initial_weights": None if params.resume_from_run_id is not None else weights_digest(),
+    }
+    if distributed is not None and net_params.dropout_prob > 0:
+        # Each rank draws its own dropout masks: the result depends on the world size.
+        config["distributed"] = {"world_size": distributed.world_size}
+    if eval_step_fn is not None:  # absent by default: existing run ids stay as they were
+        config["eval_step"] = callable_identity(eval_step_fn)
+    return config
+
+
+@contextlib.contextmanager
+def agreed(distributed: Any, what: str) -> Iterator[None]:
+    """Run a block on every rank; a refusal on any rank is raised on all of them, so no
+    rank goes on to train alone (and hang)."""
+    if distributed is None:
+        yield
+        return
+    error: BaseException | None = None
+    try:
+        yield
+    except Exception as exc:
+        error = exc
+    message = distributed.agree(None if error is None else f"{type(error).__name__}: {error}")
+    if error is not None:
+        raise error
+    if message is not None:
+        raise RuntimeError(f"another rank could not {what}: {message}")
+
+
+def check_existing(pre: Preflight, params: NNTrainParams, distributed: Any) -> Any:
+    """A run of the same id on disk, refused unless ``overwrite_existing`` (rank 0
+    looks; every rank learns the answer)."""
+    existing = None
+    with agreed(distributed, "check the run"):
+        if distributed is None or distributed.rank == 0:
+            existing = inspect_existing(pre.root, pre.run_id)
+            if existing is not None:
+                existing_run_error(pre.root, pre.run_id, existing, params.overwrite_existing)
+    return existing
+
+
+def reserve_run(
+    pre: Preflight,
+    params: NNTrainParams,
+    distributed: Any,
+    existing: Any,
+    provenance: Any,
+    device: str,
+) -> tuple[NNRun, RunRecorder | None]:
+    """The run, and on rank 0 its directory reserved (status "running") with its lock,
+    held by the returned ``RunRecorder``; another rank gets the same run, in memory."""
+    with agreed(distributed, "reserve the run directory"):
+        if distributed is None or distributed.rank == 0:
+            run, lock = _open_run(pre, params, existing, provenance, device)
+            return run, RunRecorder(run, lock)
+        run = NNRun(
+            id=pre.run_id,
+            run_dir=pre.root / pre.run_id,
+            config=pre.config,
+            status=RunStatus.RUNNING,
+            precision=pre.precision,
+        )
+    return run, None
+
+
+def _open_run(
+    pre: Preflight, params: NNTrainParams, existing: Any, provenance: Any, device: str
+) -> tuple[NNRun, Any]:
+    """Reserve the run directory with its records and its lock; a provenance manifest
+    is written with them, so the folder appears whole."""
+    now = time.time()
+    extra: dict[str, Any] = {}
+    recorded = None
+    if provenance is not None:
+        recorded = record_attempt(provenance, pre.run_id, started_at=now)
+        extra[PROVENANCE_FILE] = recorded.to_json()
+    metadata = {
+        **environment_metadata(device, params.seed),
+        "status": RunStatus.RUNNING.value,
+        "started_at": now,
+        "heartbeat": now,
+        "writer": writer_identity(),
+        "precision": pre.precision.record(),
+        "parent_run_id": params.resume_from_run_id,
+    }
+    path, lock = reserve_run_dir(
+        pre.root,
+        pre.run_id,
+        existing,
+        overwrite=params.overwrite_existing,
+        config=pre.config,
+        metadata=metadata,
+        extra=extra,
+    )
+    run = NNRun(
+        id=pre.run_id,
+        run_dir=path,
+        config=pre.config,
+        status=RunStatus.RUNNING,
+        precision=pre.precision,
+        metadata=metadata,
+        provenance=recorded,
+    )
+    return run, lock
+
+
+def assemble_loop(
+    model: NNModel,
+    run: NNRun,
+    recorder: RunRecorder | None,
+    pre: Preflight,
+    params: NNTrainParams,
+    callbacks: list[Any],
+    components: list[Any],
+    control: TrainingControl,
+    distributed: Any = None,
+    eval_step_fn: Callable[..., EDP] | None = None,
+    *,
+    net_params: NNParams,
+) -> TrainingLoop:
+    """The loop and its handlers (a non-writing rank gets only the run's history and
+    the callbacks), with the resumed state applied. ``net_params`` are the ones the
+    network was built with (a failing batch is diagnosed against them). If this fails,
+    the reserved run is recorded as failed and its lock released: a run is never left
+    "running" behind."""
+    try:
+        return _assemble(
+            model,
+            run,
+            recorder,
+            pre,
+            params,
+            callbacks,
+            components,
+            control,
+            distributed,
+            eval_step_fn,
+            net_params,
+        )
+    except BaseException as exc:
+        if recorder is not None:
+            run.status = RunStatus.FAILED
+            run.metadata.update(status=RunStatus.FAILED.value, error=f"{type(exc).__name__}: {exc}")
+            with contextlib.suppress(OSError):
+                write_metadata(run)
+            recorder.lock.release()
+        raise
+
+
+def _assemble(
+    model: NNModel,
+    run: NNRun,
+    recorder: RunRecorder | None,
+    pre: Preflight,
+    params: NNTrainParams,
+    callbacks: list[Any],
+    components: list[Any],
+    control: TrainingControl,
+    distributed: Any,
+    eval_step_fn: Callable[..., EDP] | None,
+    net_params: NNParams,
+) -> TrainingLoop:
+    precision, task, resume = pre.precision, pre.task, pre.resume
+    for obj in (*callbacks, *components):
+        reset = getattr(obj, "reset", None)
+        if callable(reset):
+            reset()
+    seed_everything(params.seed)
+    optimizer = build_optimizer(trainable_groups(model.net), params.optim)
+    scaler = torch.amp.GradScaler(model.device.type) if precision.uses_scaler else None
+    updater = Updater(optimizer, scaler, precision, params.optim.grad_clip_norm)
+    bus = EventBus([run])
+    if recorder is not None:
+        bus.add(recorder)
+        bus.add(JsonlLogger(run.run_dir / "metrics.jsonl"))
+        if params.progress and not tqdm_disabled():
+            bus.add(ProgressBar())
+    for sink in adapt_callbacks(callbacks, model, run):
+        bus.add(sink)
+    parts = (model.net, model.loss_fn, task, model.device, precision, updater)
+    step = (
+        TrainStep(*parts)
+        if distributed is None
+        else DistributedTrainStep(*parts, collective=distributed)
+    )
+    loop = TrainingLoop(
+        step,
+        params,
+        scheduler=build_scheduler(
+            optimizer, params.scheduler, monitored=params.monitor is not None
+        ),
+        bus=bus,
+        control=control,
+        stateful=[*callbacks, *components],
+        info=RunInfo(run.id, str(run.run_dir), run.config, run.parent_run_id),
+        n_epochs=resume.n_epochs if resume else None,
+        planned_epochs=resume.planned_epochs if resume else None,
+        diagnose=lambda batch, field, where: batch_problem(batch, field, net_params, task, where),
+        evaluator=eval_step_fn,
+    )
+    meta = {
+        "run_id": run.id,
+        "net_params": run.config["net"],
+        "model_params": run.config["model"],
+        # a stateful resume continues a run with the same number of processes
+        "world_size": 1 if distributed is None else int(distributed.world_size),
+    }
+    if recorder is not None:
+        bus.add(
+            CheckpointPolicy(
+                run.run_dir,
+                loop,
+                meta,
+                params.checkpoint_every_s,
+                bus.emit,
+                gone=recorder.gone_reason,
+            )
+        )
+    if resume is not None:
+        resume.apply(model, loop, run, [*callbacks, *components], writes=recorder is not None)
+    return loop

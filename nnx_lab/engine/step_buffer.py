@@ -1,0 +1,225 @@
+"""``StepBuffer``: per-step values kept on the device between bulk read-backs.
+
+The hot path adds each step's loss and decoded predictions (and, for declared metrics,
+their packed statistics) without a host sync; every ``log_every`` steps and at each
+epoch end ``drain`` reads them back at once and turns them into ``StepRecord``s. In a
+data-parallel run the records are the union's: rows, confusion matrices and statistics
+are summed across the ranks before they are finalized.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+
+from .edp import finalize
+from .events import StepRecord
+from .losses import LossFn
+from .scoring import Scorer, call_extra, gather_rows, scored_pairs
+from .tasks import Task
+from .train_step import StepOutput
+
+__all__ = ["StepBuffer"]
+
+
+class StepBuffer:
+    """Per-step values held on the device until the next bulk read-back."""
+
+    def __init__(
+        self,
+        task: Task,
+        loss: LossFn,
+        reduce: Callable[[torch.Tensor], Any] | None = None,
+        *,
+        scorer: Scorer | None = None,
+        extra: dict[str, Callable[[Any, Any], Any]] | None = None,
+        collective: Any = None,
+    ) -> None:
+        """``reduce`` sums a tensor across ranks (a data-parallel run): the records are
+        then the union's. ``scorer`` computes a declared task's record metrics per
+        step; ``extra`` are the ``extra_metrics`` callables, called per step at read-back
+        (on the union's rows under ``collective``)."""
+        self.task = task
+        self.by_target = loss.per == "target"
+        self.reduce = reduce
+        self.scorer = scorer
+        self.extra = extra or None
+        self.collective = collective
+        self.rich = scorer is not None or self.extra is not None or task.declared
+        self.clear()
+
+    def clear(self) -> None:
+        self.losses: list[torch.Tensor] = []
+        self.preds: list[torch.Tensor] = []
+        self.targets: list[torch.Tensor] = []
+        self.packs: list[torch.Tensor] = []
+        self.meta: list[tuple[int, int, int, float, int]] = []  # step, epoch, batch, lr, n
+
+    def __len__(self) -> int:
+        return len(self.meta)
+
+    def add(self, out: StepOutput, step: int, epoch: int, batch: int, lr: float) -> None:
+        self.losses.append(out.loss)
+        if out.preds is not None:
+            self.preds.append(out.preds)
+            self.targets.append(out.targets)
+        if self.scorer is not None:
+            assert out.outputs is not None
+            self.packs.append(self.scorer.pack(out.outputs, out.targets)[0])
+        self.meta.append((step, epoch, batch, lr, out.rows))
+
+    def drain(self) -> tuple[list[StepRecord], np.ndarray | None, list[float]]:
+        """Records for the buffered steps, their summed confusion, and each step's weight
+        in the epoch's mean loss.
+
+        One ``bincount`` builds every step's confusion matrix at once; the losses and the
+        matrices then cross to the host together and the ratios are finished in NumPy.
+        A step whose targets were all ``ignore_index`` has no metrics (NNx): its record
+        holds ``None`` and it weighs nothing.
+        """
+        if not self.meta:
+            return [], None, []
+        if self.rich:
+            return self._drain_rich()
+        loss_host = torch.stack(self.losses).tolist()
+        task = self.task
+        conf = self._confusion()
+        if self.reduce is not None:
+            self._union(conf)
+        if conf is None:
+            records = [
+                StepRecord(step, epoch, batch, lr, n, loss)
+                for (step, epoch, batch, lr, n), loss in zip(self.meta, loss_host, strict=True)
+            ]
+            weights = [float(r.samples) for r in records]
+            self.clear()
+            return records, None, weights
+        values = finalize(conf, task.kind)
+        valid = conf.sum((1, 2))
+        columns = zip(
+            *(values[n].tolist() for n in ("error", "accuracy", "precision", "recall", "f1")),
+            strict=True,
+        )
+        records, weights = [], []
+        for (step, epoch, batch, lr, n), loss, row, count in zip(
+            self.meta, loss_host, columns, valid.tolist(), strict=True
+        ):
+            if count == 0:  # every target ignored
+                records.append(StepRecord(step, epoch, batch, lr, n, None))  # type: ignore[arg-type]
+                weights.append(0.0)
+                continue
+            records.append(StepRecord(step, epoch, batch, lr, n, loss, *row))
+            weights.append(float(count) if self.by_target else float(n))
+        self.clear()
+        return records, conf.sum(0), weights
+
+    def _drain_rich(self) -> tuple[list[StepRecord], np.ndarray | None, list[float]]:
+        """``drain`` for a declared task, task metrics or extra_metrics: the per-step
+        statistics are finalized on the device and read back with the losses at once."""
+        task, n = self.task, len(self.meta)
+        losses = torch.stack(self.losses)
+        scored: list[tuple[int, dict[str, float | None]]] | None = None
+        if self.scorer is not None:
+            packs = torch.stack(self.packs)
+            if self.reduce is not None:
+                packs = self.reduce(packs)  # each step's statistics over the union
+            finals = torch.stack([self.scorer.finalize(row) for row in packs])
+            host = torch.cat([losses.to(finals.dtype).reshape(-1), finals.reshape(-1)]).tolist()
+            loss_host, rest, width = host[:n], host[n:], finals.shape[1]
+            scored = [
+                self.scorer.read(rest[i * width : (i + 1) * width], "NNTrainParams.train_loader")
+                for i in range(n)
+            ]
+        else:
+            loss_host = losses.tolist()
+        conf = self._confusion()
+        if self.reduce is not None:
+            self._union(conf)
+        pairs = self._pairs() if self.extra is not None else None
+        columns: list[tuple[float, ...]] = [()] * n
+        valid: list[int | None] = [None] * n
+        if conf is not None:
+            values = finalize(conf, task.kind)
+            names = ("error", "accuracy", "precision", "recall", "f1")
+            columns = list(zip(*(values[k].tolist() for k in names), strict=True))
+            valid = [int(v) for v in conf.sum((1, 2)).tolist()]
+        elif scored is not None:
+            valid = [v for v, _ in scored]
+        records, weights = [], []
+        for i, ((step, epoch, batch, lr, rows), loss) in enumerate(
+            zip(self.meta, loss_host, strict=True)
+        ):
+            count = valid[i]
+            if count == 0:  # every target ignored or missing: no loss, no metric at all
+                records.append(
+                    StepRecord(
+                        step, epoch, batch, lr, rows, None, valid=0 if task.declared else None
+                    )
+                )
+                weights.append(0.0)
+                continue
+            extra = None if pairs is None else call_extra(self.extra, *pairs[i])  # type: ignore[arg-type]
+            records.append(
+                StepRecord(
+                    step,
+                    epoch,
+                    batch,
+                    lr,
+                    rows,
+                    loss,
+                    *columns[i],
+                    valid=count if task.declared else None,
+                    metrics=None if scored is None else scored[i][1],
+                    extra=extra,
+                )
+            )
+            by_count = self.by_target and count is not None
+            weights.append(float(count) if by_count else float(rows))  # type: ignore[arg-type]
+        self.clear()
+        return records, None if conf is None else conf.sum(0), weights
+
+    def _confusion(self) -> np.ndarray | None:
+        """Every buffered step's confusion matrix, from one ``bincount`` on the host
+        (None: a task with no confusion)."""
+        task = self.task
+        if task.k is None:
+            return None
+        preds = torch.cat([p.reshape(-1) for p in self.preds]).cpu().numpy()
+        truth = torch.cat([y.reshape(-1) for y in self.targets]).cpu().numpy()
+        counts = [p.numel() for p in self.preds]
+        steps = np.repeat(np.arange(len(counts)), counts)
+        return task.confusion_host(steps, truth.astype(np.int64), preds, len(counts))
+
+    def _pairs(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Each step's (y_true, y_pred) on the host, over every rank's rows."""
+        task = self.task
+        if self.collective is None:
+            return [scored_pairs(task, y, p) for y, p in zip(self.targets, self.preds, strict=True)]
+        device = self.losses[0].device
+        mine = torch.tensor([float(p.shape[0]) for p in self.preds], device=device)
+        counts = gather_rows(mine.reshape(1, -1), self.collective).long().tolist()
+        ys = gather_rows(torch.cat(self.targets), self.collective)
+        ps = gather_rows(torch.cat(self.preds), self.collective)
+        out, start = [], [sum(sum(c) for c in counts[:r]) for r in range(len(counts))]
+        for i in range(len(self.preds)):
+            y_parts, p_parts = [], []
+            for r, c in enumerate(counts):
+                a = start[r] + sum(c[:i])
+                y_parts.append(ys[a : a + c[i]])
+                p_parts.append(ps[a : a + c[i]])
+            out.append(scored_pairs(task, torch.cat(y_parts), torch.cat(p_parts)))
+        return out
+
+    def _union(self, conf: np.ndarray | None) -> None:
+        """Sum the steps' rows (and confusion matrices, in place) across the ranks."""
+        rows = np.array([m[4] for m in self.meta], dtype=np.float64)
+        packed = rows if conf is None else np.concatenate([rows, conf.reshape(-1)])
+        device = self.losses[0].device
+        total = self.reduce(torch.from_numpy(packed).to(device)).cpu().numpy()  # type: ignore[misc]
+        n = len(rows)
+        self.meta = [(*m[:4], int(r)) for m, r in zip(self.meta, total[:n], strict=True)]
+        if conf is not None:
+            conf[...] = total[n:].reshape(conf.shape).astype(conf.dtype)

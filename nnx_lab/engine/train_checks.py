@@ -1,0 +1,114 @@
+"""The refusals of ``NNModel.train`` that need no data: the arguments' types, a
+distributed run's loaders, a custom evaluator's signature, the declared metrics and the
+monitor. They run first, before any batch is read and before anything exists on disk;
+each error names the field, the value and the fix.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Sequence
+from typing import Any
+
+from ..errors import ConfigError
+from .collective import Collective
+from .params import NNTrainParams
+from .scoring import check_declared
+from .sinks import check_callback
+from .tasks import Task
+from .training_state import is_stateful
+
+__all__ = ["check_metric_params", "check_train_args"]
+
+
+def check_train_args(
+    params: Any,
+    callbacks: Sequence[Any],
+    components: Sequence[Any],
+    distributed: Any,
+    eval_step_fn: Any,
+) -> tuple[list[Any], list[Any]]:
+    """Refuse what ``train()`` cannot use; returns the callbacks and components as lists."""
+    if not isinstance(params, NNTrainParams):
+        raise ConfigError("params", params, "pass an NNTrainParams(...)")
+    if distributed is not None:
+        _check_distributed(distributed, params)
+    if eval_step_fn is not None:
+        _check_eval_step(eval_step_fn)
+    callbacks, components = list(callbacks), list(components)
+    for cb in callbacks:
+        check_callback(cb)
+    for comp in components:
+        if not is_stateful(comp):
+            raise ConfigError(
+                "components",
+                comp,
+                "each component must define state_dict() and load_state_dict()",
+            )
+    return callbacks, components
+
+
+def _check_distributed(distributed: Any, params: NNTrainParams) -> None:
+    if not isinstance(distributed, Collective):
+        raise ConfigError(
+            "distributed", distributed, "pass nnx_lab.distributed.DDP() (after init_process_group)"
+        )
+    for name, maker in (("train_loader", "train_loader"), ("val_loader", "validation_loader")):
+        loader = getattr(params, name)
+        if loader is not None and not getattr(loader, "nnx_distributed", False):
+            raise ConfigError(
+                f"NNTrainParams.{name}",
+                type(loader).__name__,
+                f"under distributed= every rank needs its share of the data: use "
+                f"nnx_lab.distributed.{maker}(dataset, batch_size)",
+            )
+
+
+def _check_eval_step(fn: Any) -> None:
+    """Refuse an ``eval_step_fn`` that cannot be called as the loop calls it."""
+    fix = (
+        "pass a function fn(net, loader, loss, task, *, device, precision) -> EDP, e.g. "
+        "nnx_lab.streaming_eval_step"
+    )
+    if not callable(fn):
+        raise ConfigError("eval_step_fn", fn, fix)
+    try:
+        inspect.signature(fn).bind(None, None, None, None, device=None, precision=None)
+    except TypeError as exc:
+        raise ConfigError(
+            "eval_step_fn", fn, f"its signature does not fit ({exc}); {fix}"
+        ) from None
+    except ValueError:  # a builtin with no signature: let the call decide
+        pass
+
+
+def check_metric_params(params: NNTrainParams, task: Task, eval_step_fn: Any) -> None:
+    """Declared metrics must fit the task's outputs, and a monitor must name a value the
+    run records (refused before any side effect)."""
+    check_declared(params.metrics, task, "NNTrainParams.metrics")
+    monitor = params.monitor
+    if monitor is None:
+        return
+    if monitor.split == "val" and params.val_loader is None:
+        raise ConfigError(
+            "NNTrainParams.monitor",
+            monitor,
+            "it monitors the validation split and val_loader is None: pass a val_loader, "
+            "or MonitorSpec(..., split='train') for the whole training epoch",
+        )
+    fields = ["loss"]
+    if task.k is not None:
+        fields += ["error", "accuracy", "precision", "recall", "f1"]
+    keys = [*task.record_metrics, *(m.key for m in params.metrics)]
+    if monitor.metric in fields or monitor.metric in keys:
+        return
+    if monitor.split == "val" and eval_step_fn is not None:
+        return  # a custom evaluator may report it in EDP.metrics itself
+    names = ", ".join(repr(n) for n in dict.fromkeys([*fields, *keys]))
+    raise ConfigError(
+        "NNTrainParams.monitor",
+        monitor.metric,
+        f"this run records {names}; declare the metric "
+        f"(NNTrainParams(metrics=[MetricSpec({monitor.metric.split('(')[0]!r}), ...])) or "
+        "monitor one of those",
+    )

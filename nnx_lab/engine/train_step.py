@@ -1,0 +1,105 @@
+"""``TrainStep``: one optimizer update, and what it hands the loop (``StepOutput``).
+
+The same step serves the training loop, the LR finder and plan probes; a data-parallel
+rank uses its subclass ``collective.DistributedTrainStep``. The update order of the
+precision policy (unscale, normalize, finite check, clip, step) is the ``Updater``'s.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from .losses import LossFn
+from .precision import ResolvedPrecision
+from .tasks import Task
+from .update import Updater
+
+__all__ = ["StepOutput", "TrainStep"]
+
+
+@dataclass
+class StepOutput:
+    """One update's detached results, still on the device."""
+
+    loss: torch.Tensor
+    preds: torch.Tensor | None  # decoded predictions (None: a task with no confusion)
+    targets: torch.Tensor
+    rows: int
+    outputs: torch.Tensor | None = None  # raw outputs, detached (only when metrics need them)
+
+
+class TrainStep:
+    """One optimizer update from one batch, or from a window of accumulation
+    micro-batches weighted so that the update equals the union batch's (§2.3)."""
+
+    def __init__(
+        self,
+        net: torch.nn.Module,
+        loss: LossFn,
+        task: Task,
+        device: torch.device,
+        precision: ResolvedPrecision,
+        updater: Updater,
+    ) -> None:
+        self.net, self.loss, self.task = net, loss, task
+        self.device, self.precision, self.updater = device, precision, updater
+        # fp32 skips the generator-based context manager on every step
+        self._autocast = precision.autocast if precision.reduced else contextlib.nullcontext
+        self._decode = task.k is not None
+        self.keep_outputs = False  # set by a loop whose metrics read the raw outputs
+
+    def needs(self, outputs: bool, preds: bool) -> None:
+        """Return raw outputs (declared or task metrics) and decoded predictions
+        (extra_metrics) with every step, besides what the task's records need."""
+        self.keep_outputs = self.keep_outputs or outputs
+        self._decode = self._decode or preds
+
+    def __call__(self, X: torch.Tensor, y: torch.Tensor, step_number: int = 0) -> StepOutput:
+        self.updater.zero_grad()
+        with self._autocast():
+            out = self.net(X)
+            loss = self.loss(out, y)
+        self.updater.backward(loss)
+        self.updater.step(step_number=step_number)
+        preds = self.task.decode(out.detach()) if self._decode else None
+        if self.keep_outputs:
+            return StepOutput(loss.detach(), preds, y, int(y.shape[0]), out.detach().float())
+        return StepOutput(loss.detach(), preds, y, int(y.shape[0]))
+
+    def accumulated(
+        self, window: list[tuple[torch.Tensor, torch.Tensor]], step_number: int = 0
+    ) -> StepOutput:
+        """Micro-batch losses are summed and the gradients divided by the window's
+        weight: valid targets for a built-in classification loss, rows otherwise."""
+        net, loss_fn = self.net, self.loss
+        self.updater.zero_grad()
+        by_target = loss_fn.per == "target"
+        total: Any = sum(int(y.shape[0]) for _, y in window)
+        if by_target:
+            valid = sum(loss_fn.valid_targets(y) for _, y in window)
+            total = valid.clamp_min(1).to(torch.float32)  # type: ignore[union-attr]
+        loss_sum = torch.zeros((), device=self.device, dtype=torch.float32)
+        preds, outs = [], []
+        for X, y in window:
+            with self.precision.autocast():
+                out = net(X)
+                part = loss_fn.total(out, y) if by_target else loss_fn(out, y) * y.shape[0]
+            self.updater.backward(part)
+            loss_sum = loss_sum + part.detach().float()
+            if self._decode:
+                preds.append(self.task.decode(out.detach()))
+            if self.keep_outputs:
+                outs.append(out.detach().float())
+        self.updater.step(total, step_number=step_number)
+        y_all = torch.cat([y for _, y in window])
+        return StepOutput(
+            loss_sum / total,
+            torch.cat(preds) if preds else None,
+            y_all,
+            int(y_all.shape[0]),
+            torch.cat(outs) if outs else None,
+        )
