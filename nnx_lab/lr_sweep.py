@@ -30,11 +30,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from .engine._modes import preserved_modes
 from .engine.data import first_batch
 from .engine.enums import Optims
 from .engine.events import SweepFinished, SweepPoints, SweepStarted, TrainingControl
 from .engine.losses import LossFn
+from .engine.modes import preserved_modes
 from .engine.optim import build_optimizer, trainable_groups
 from .engine.params import NNOptimParams
 from .engine.precision import PrecisionPolicy, ResolvedPrecision, resolve_precision

@@ -1,5 +1,5 @@
 """``nnx_lab.preprocessing`` (§2.17): train-only standardization, reloaded never refitted."""
 
-from .data._standardizer import Standardizer, StandardizerError
+from .data import Standardizer, StandardizerError
 
 __all__ = ["Standardizer", "StandardizerError"]

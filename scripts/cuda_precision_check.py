@@ -4,7 +4,7 @@ CI has no GPU, so these cells are not part of the pytest suite; run this on a CU
 
     python scripts/cuda_precision_check.py
 
-It uses the same fixture as tests/python/test_precision_reference.py (a seeded model
+It uses the same fixture as tests/python/engine/test_precision_reference.py (a seeded model
 trained under the policy against a float64 loop, within REFERENCE_TOLERANCES) and prints
 one line per cell. Exit status 1 if any supported cell fails.
 """

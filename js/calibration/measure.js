@@ -2,7 +2,7 @@
 // logits the kernel sends when they are few enough (CalibrationExplorer's
 // compute="browser"): float32 logits already shifted by each row's maximum (so the top
 // class is at 0), and the targets. The same arithmetic as the kernel's TemperatureSweep
-// on the same float32 values, in float64; tests/python/test_calibration_explorer.py
+// on the same float32 values, in float64; tests/python/widgets/test_calibration_explorer.py
 // checks the two agree. Bin m holds ((m-1)/bins, m/bins], as the metric registry's ECE.
 
 /**

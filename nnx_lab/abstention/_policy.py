@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import AbstentionError, ConfigError
-from ..runs._document import DocumentType
+from ..runs import DocumentType
 from ._bound import guaranteed_threshold
 from ._curve import RiskCoverageCurve, curve_from
 from ._inputs import check_kind, distribution, scores, targets, unique_ids

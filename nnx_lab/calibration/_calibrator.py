@@ -14,7 +14,7 @@ import torch
 from ..engine.data import tensor_digest
 from ..engine.probabilities import ProbabilitySpec, prediction_from_logits
 from ..errors import ConfigError
-from ..runs._document import DocumentType
+from ..runs import DocumentType
 from ._inputs import check_overrides, check_prediction, check_text
 from ._prediction import CalibratedPrediction
 from ._report import CalibrationReport, check_bins, report_calibrated

@@ -5,7 +5,7 @@ metric registry (``MetricSpec``, ``StreamingMetrics``) shared by the engine and 
 split manifests and the standardizer; ``NNTabularDataset`` is exported from ``nnx_lab``.
 """
 
-from ._splits import SplitError, SplitManifest, plan_split
+from ._splits import SPLITS, STRATEGIES, SplitError, SplitManifest, plan_split
 from ._standardizer import Standardizer, StandardizerError
 from ._tabular import NNTabularDataset, resolve_batch_sizes
 from .metrics import (
@@ -27,6 +27,8 @@ __all__ = [
     "DIRECTIONS",
     "INPUTS",
     "KINDS",
+    "SPLITS",
+    "STRATEGIES",
     "MetricBatch",
     "MetricDef",
     "MetricSpec",

@@ -80,7 +80,7 @@ class Standardizer:
         }
 
     def save(self, path: str | os.PathLike[str]) -> Path:
-        from ..runs._atomic import atomic_write_json
+        from ..runs import atomic_write_json
 
         path = Path(path)
         atomic_write_json(path, self.state())

@@ -57,7 +57,7 @@ def _on_sigterm(signum: int, frame: Any) -> None:
 
 
 def _write_json(path: Path, data: Any) -> None:
-    from ..runs._atomic import atomic_write_json
+    from ..runs import atomic_write_json
 
     atomic_write_json(path, data)
 

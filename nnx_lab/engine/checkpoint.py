@@ -27,13 +27,15 @@ from safetensors.torch import load as st_load
 from ..errors import CheckpointCorruptError
 from ..runs import (
     FORMAT_VERSION,
+    atomic_write_bytes,
     canonical_json,
+    file_lock,
+    read_json,
     read_record,
     resolve_runs_root,
     run_dir,
     run_id_for,
 )
-from ..runs._atomic import atomic_write_bytes, file_lock, read_json
 from ._codec import join_state, split_state
 from .enums import Checkpoints, coerce_enum
 from .params import NNModelParams, NNParams

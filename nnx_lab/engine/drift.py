@@ -15,9 +15,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from ..runs._compare import DriftReport, compare_records
-from ..runs._drift_record import Record, environment_now
-from ..runs._output import emit
+from ..runs import DriftReport, Record, compare_records, emit, environment_now
 from .fingerprint import code_digest, code_target
 
 __all__ = ["code_now", "loaded_object", "model_drift", "model_record", "print_model_banner"]

@@ -15,9 +15,9 @@ from typing import Any
 import torch
 
 from ..data.metrics import MetricSpec
-from ._modes import preserved_modes
 from .edp import EDP, finalize
 from .losses import LossFn
+from .modes import preserved_modes
 from .precision import ResolvedPrecision
 from .scoring import Accumulation, Scorer, call_extra, scored_pairs, scorer_specs
 from .tasks import Task

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 
-from ..runs._events import (
+from ..runs import (
     HOOKS,
     CheckpointWritten,
     EpochEnded,

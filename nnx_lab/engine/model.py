@@ -22,8 +22,7 @@ from typing import Any
 import torch
 
 from ..errors import ConfigError
-from ..runs import resolve_runs_root
-from ..runs._provenance import check_manifest
+from ..runs import check_manifest, resolve_runs_root
 from .checkpoint import NNCheckpoint
 from .data import check_inputs, check_loader, first_targets, tensor_digest
 from .drift import print_model_banner
@@ -139,11 +138,11 @@ class NNModel:
         code = [] if self._loss.kind is not None else [code_record(self._loss.custom, "model.loss")]
         return {
             "net": self._built_net_params.to_json(),
-            "model": self._trained_params().to_json(),
+            "model": self.trained_params().to_json(),
             "code": code,
         }
 
-    def _trained_params(self) -> NNModelParams:
+    def trained_params(self) -> NNModelParams:
         """What ``train()`` trains with: the net kind and device the network was built
         with, the loss this model holds, and the precision as ``params`` says now (it is
         resolved afresh by every run)."""
@@ -264,7 +263,7 @@ class NNModel:
         """The checks and the run's identity, with no side effect: what ``train`` knows
         before it touches the runs root (``nnx_lab.launch`` calls it for rank 0 of a run
         it has not started, to refuse before any process exists)."""
-        net_params, model_params = self._built_net_params, self._trained_params()
+        net_params, model_params = self._built_net_params, self.trained_params()
         # The policy is resolved afresh: the device's abilities may differ from build time.
         precision = resolve_precision(
             model_params.precision, model_params.mixed_precision, self.device.type
@@ -292,7 +291,7 @@ class NNModel:
             distributed,
             eval_step_fn,
             net_params=self._built_net_params,
-            model_params=self._trained_params(),
+            model_params=self.trained_params(),
             weights_digest=self.weights_digest,
         )
 

@@ -31,4 +31,3 @@ __all__ = [
 ]
 
 # The names plans/_fields.py reads (the choices of the resume fields).
-_RESUME_CHECKPOINTS, _RESUME_MODES, _RESUME_EPOCHS = RESUME_CHECKPOINTS, RESUME_MODES, RESUME_EPOCHS

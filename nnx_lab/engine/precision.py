@@ -26,7 +26,7 @@ __all__ = [
 MODES = ("fp32", "fp16", "bf16")
 DEVICES = ("cpu", "cuda", "mps")
 
-# Tolerances of the seeded reference fixtures (tests/python/test_precision_reference.py):
+# Tolerances of the seeded reference fixtures (tests/python/engine/test_precision_reference.py):
 # a policy's loss trajectory and final weights against a float64 reference run.
 REFERENCE_TOLERANCES: dict[tuple[str, str], dict[str, float]] = {
     ("cpu", "fp32"): {"loss_rtol": 1e-5, "weight_atol": 1e-5},

@@ -28,8 +28,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..runs import RunRecordError, effective_status, read_record, run_dir
-from ..runs._atomic import atomic_write_json, atomic_write_yaml
+from ..runs import (
+    RunRecordError,
+    atomic_write_json,
+    atomic_write_yaml,
+    effective_status,
+    read_record,
+    run_dir,
+)
 
 __all__ = ["ExistingRun", "RunLock", "inspect_existing", "reserve_run_dir"]
 

@@ -19,8 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from ..runs import FORMAT_VERSION, writer_identity
-from ..runs._provenance import PROVENANCE_FILE, record_attempt
+from ..runs import FORMAT_VERSION, PROVENANCE_FILE, record_attempt, writer_identity
 from .collective import DistributedTrainStep
 from .data import batch_problem, data_identity
 from .edp import EDP

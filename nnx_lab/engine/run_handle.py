@@ -19,15 +19,15 @@ from ..runs import (
     FORMAT_VERSION,
     LogDamagedError,
     RunRecordError,
+    atomic_write_yaml,
     effective_status,
     read_jsonl,
+    read_provenance,
     read_record,
     resolve_runs_root,
     run_dir,
     run_id_for,
 )
-from ..runs._atomic import atomic_write_yaml
-from ..runs._provenance import read_provenance
 from .edp import EDP
 from .enums import RunStatus
 from .events import EpochEnded, Event, RunFinished, StepMetrics, StepRecord, event_from_json

@@ -15,7 +15,7 @@ candidate value would bring, ``plan.with_value(path, value)`` sets it, and
 ``drift_report(...).rows`` / ``.to_json()`` is the table to render.
 """
 
-from ..runs._output import set_config_report
+from ..runs import set_config_report
 from ._binding import Binding, BindingReport
 from ._drift import ABSENT, ACTIONS, DriftReport, DriftRow, compare_records, drift_report, record_of
 from ._execution import FitResult, SplitMetrics

@@ -14,8 +14,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ..runs._compare import ABSENT, ACTIONS, DriftReport, DriftRow, compare_records
-from ..runs._output import emit
+from ..runs import ABSENT, ACTIONS, DriftReport, DriftRow, compare_records, emit
 from ._record import Record, code_now, environment_now, model_record, run_record
 
 __all__ = [
@@ -37,7 +36,7 @@ def _is_plan(obj: Any) -> bool:
 
 
 def _is_model(obj: Any) -> bool:
-    return hasattr(obj, "_fixed") and hasattr(obj, "net_params") and hasattr(obj, "net")
+    return hasattr(obj, "fixed") and hasattr(obj, "net_params") and hasattr(obj, "net")
 
 
 def _run_today(then: Record) -> Record:

@@ -15,8 +15,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ..errors import DataError
-from ..runs import effective_status, read_record, run_dir
-from ..runs._output import emit
+from ..runs import effective_status, emit, read_record, run_dir
 from ._binding import BindingReport
 from ._fields import Resolved
 from ._problems import PlanError
@@ -179,7 +178,7 @@ class _PlanRecorder:
     attempt_id: str = field(default_factory=lambda: uuid.uuid4().hex)
 
     def on_run_started(self, event: Any) -> None:
-        from ..runs._atomic import atomic_write_json
+        from ..runs import atomic_write_json
 
         provenance = getattr(self.model.last_run, "provenance", None)
         if provenance is not None:

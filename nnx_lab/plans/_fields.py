@@ -30,7 +30,7 @@ from ..engine.params import (
 )
 from ..engine.precision import MODES
 from ..errors import ConfigError
-from ..runs._compare import RUN_KNOBS
+from ..runs import RUN_KNOBS
 from ._problems import Problem, json_safe
 
 __all__ = [
@@ -101,7 +101,7 @@ def _early_stopping_class() -> Any:
 def _monitors() -> tuple[str, ...]:
     from ..engine.handlers import early_stopping
 
-    return early_stopping._MONITORS
+    return early_stopping.MONITORS
 
 
 # Values whose annotation says nothing useful (``Any``) or whose strings form a closed set.
@@ -114,9 +114,9 @@ def _overrides() -> dict[str, dict[str, Any]]:
         },
         "model.precision": {"type": "choice", "choices": (None, *MODES), "nullable": True},
         "train.optim.momentum": {"type": "any", "nullable": True},
-        "train.resume_from_checkpoint": {"choices": params_module._RESUME_CHECKPOINTS},
-        "train.resume_mode": {"choices": params_module._RESUME_MODES},
-        "train.resume_epochs": {"choices": params_module._RESUME_EPOCHS},
+        "train.resume_from_checkpoint": {"choices": params_module.RESUME_CHECKPOINTS},
+        "train.resume_mode": {"choices": params_module.RESUME_MODES},
+        "train.resume_epochs": {"choices": params_module.RESUME_EPOCHS},
         "early_stopping.monitor": {"choices": (None, *_monitors())},
     }
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from ..engine.drift import code_now as _engine_code_now
 from ..engine.drift import model_record
-from ..runs._drift_record import (
+from ..runs import (
     BINDING_FILE,
     ENVIRONMENT_KEYS,
     PLAN_FILE,

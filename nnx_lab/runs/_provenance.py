@@ -139,7 +139,7 @@ class ExperimentManifest:
     ) -> ExperimentManifest:
         """The manifest of ``model`` (as it was built) trained with ``train``
         (``NNTrainParams``; its loaders are not part of it: name the data in ``data``)."""
-        fixed = getattr(model, "_fixed", None)
+        fixed = getattr(model, "fixed", None)
         if fixed is None:
             raise ConfigError(
                 "model", model, "pass the NNModel you will train: for_model(model, train=...)"
@@ -154,7 +154,7 @@ class ExperimentManifest:
             raise ConfigError("description", description, "pass a string, or None")
         return cls(
             net=dict(fixed["net"]),
-            model=model._trained_params().to_json(),
+            model=model.trained_params().to_json(),
             train=train_json,
             data=_checked_data(data),
             description=description,

@@ -19,18 +19,19 @@ from typing import Any
 
 from ..errors import NNxError
 from ..runs import (
+    ABSENT,
     STOP_REQUEST,
     RunRecordError,
+    compare_records,
     damaged_row,
     effective_status,
     is_run_id,
     metadata_row,
     request_stop,
     run_dir,
+    run_record,
     validate_run_id,
 )
-from ..runs._compare import ABSENT, compare_records
-from ..runs._drift_record import run_record
 from ._config import NNxLab
 from ._discovery import Discovery, RunsFolder, discover
 from ._files import (
@@ -526,6 +527,6 @@ class RunsService:
 
 def _check_event(obj: dict[str, Any]) -> None:
     """A log line the engine could have written (``event_from_json``'s checks)."""
-    from ..runs._events import event_from_json
+    from ..runs import event_from_json
 
     event_from_json(obj)

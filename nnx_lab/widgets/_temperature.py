@@ -9,7 +9,8 @@ so ``TemperatureSweep`` checks and prepares the rows once (the logits shifted by
 row maximum, the true class's shifted logit, whether the argmax is right: a positive
 temperature never changes it) and then each temperature costs one exponential over the
 logits and a few reductions, in float64: about 10 ms and 40 ms for those sizes.
-``tests/python/test_explorers.py`` checks it against the registry at many temperatures.
+``tests/python/widgets/test_calibration_explorer.py`` checks it against the registry at
+many temperatures.
 """
 
 from __future__ import annotations

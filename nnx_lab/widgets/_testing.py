@@ -4,7 +4,7 @@
 updates and custom messages), counts messages and bytes, and sends front-end
 messages (``hello()``, ``click_stop()``) the way the browser does. It does not
 pretend to be a view: what a view holds after these messages is tested on the real
-JavaScript modules (``tests/js``, and ``tests/python/test_widget_contract.py``,
+JavaScript modules (``tests/js``, and ``tests/python/widgets/test_widget_contract.py``,
 which replays captured messages through them with Node).
 
 ``scripted_run`` makes the events of a training run without torch; ``feed`` sends

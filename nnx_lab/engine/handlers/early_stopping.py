@@ -13,7 +13,6 @@ __all__ = ["MONITORS", "EarlyStopping"]
 
 # The values EarlyStopping(monitor=...) takes by name (the §2.11 record fields).
 MONITORS = ("val_edp.error", "val_edp.loss", "train_edp.error", "train_edp.loss")
-_MONITORS = MONITORS  # the name plans/_fields.py reads
 
 
 class EarlyStopping:

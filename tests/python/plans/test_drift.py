@@ -25,7 +25,7 @@ from nnx_lab import (
 )
 from nnx_lab.plans import ABSENT, ACTIONS, DriftReport, set_config_report
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 NET = pf.NET
 
 

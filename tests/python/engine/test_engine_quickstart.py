@@ -115,7 +115,7 @@ def _cli(tmp_path):
     env = {
         **os.environ,
         "NNX_TQDM_DISABLE": "1",
-        "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
+        "PYTHONPATH": str(Path(__file__).resolve().parents[3]),
     }
     return subprocess.run(
         [sys.executable, "-m", "nnx_lab", "quickstart", "--runs-root", str(tmp_path / "r")],

@@ -17,7 +17,7 @@ import torch
 
 from nnx_lab import NNRun
 
-HERE = Path(__file__).parent
+HERE = Path(__file__).resolve().parents[1]  # tests/python: the helper scripts
 ROOT = HERE.parents[1]
 WORKER = HERE / "ddp_worker.py"
 

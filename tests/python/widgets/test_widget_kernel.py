@@ -22,7 +22,7 @@ import ipykernel  # noqa: F401  (the kernel the test starts)
 import jupyter_client
 import pytest
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
+REPO = pathlib.Path(__file__).resolve().parents[3]
 
 SETUP = """
 import threading, time

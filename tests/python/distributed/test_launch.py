@@ -30,7 +30,7 @@ from nnx_lab import (
 )
 from nnx_lab.plans import PlanError, set_config_report
 
-HERE = Path(__file__).parent
+HERE = Path(__file__).resolve().parents[1]  # tests/python: the helper scripts
 NET = NNParams(input_dim=8, output_dim=3, hidden_dims=[16])
 
 

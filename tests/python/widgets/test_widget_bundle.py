@@ -15,7 +15,7 @@ import pytest
 
 from nnx_lab.widgets import BundleMissingError, TrainingMonitor, _bundle, _protocol
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
+REPO = pathlib.Path(__file__).resolve().parents[3]
 JS = REPO / "js"
 JS_PROTOCOL = JS / "shared" / "protocol.js"
 BUDGETS = json.loads((JS / "budgets.json").read_text())

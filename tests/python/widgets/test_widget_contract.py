@@ -20,7 +20,7 @@ import pytest
 from nnx_lab.widgets import TrainingMonitor
 from nnx_lab.widgets._testing import FakeFrontend, scripted_run
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
+REPO = pathlib.Path(__file__).resolve().parents[3]
 REPLAY = REPO / "tests" / "js" / "replay.mjs"
 
 

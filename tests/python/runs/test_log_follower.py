@@ -22,7 +22,7 @@ from nnx_lab.runs._events import (
     StepRecord,
 )
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 RUN = "ab" * 16
 
 

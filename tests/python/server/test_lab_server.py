@@ -27,7 +27,7 @@ from traitlets.config import Config
 from nnx_lab.runs import STOP_REQUEST, writer_identity
 from nnx_lab.server import AUTH_RESOURCE, NNxLab, RunsService
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1]  # tests/python
 ROOT = HERE.parents[1]
 ID_A = "a" * 32
 ID_B = "b" * 32

@@ -547,7 +547,7 @@ def test_the_browsers_arithmetic_equals_the_kernels_on_the_same_values(tmp_path)
 def pathlib_root():
     import pathlib
 
-    return pathlib.Path(__file__).resolve().parents[2]
+    return pathlib.Path(__file__).resolve().parents[3]
 
 
 def test_every_widget_refuses_bad_view_input_and_sends_its_own_value_back():

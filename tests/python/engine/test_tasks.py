@@ -433,7 +433,7 @@ def test_a_run_with_a_task_and_a_monitor_reads_back_without_torch(tmp_path):
         "assert 'mse' in run.idps[-1].val_edp.metrics\n"
         "print('torch' in sys.modules)\n"
     )
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, cwd=root, check=False
     )

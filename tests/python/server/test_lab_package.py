@@ -17,7 +17,7 @@ import pytest
 
 import nnx_lab
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 BUILT = ROOT / "nnx_lab" / "labextension"
 DATA = f"nnx_lab-{nnx_lab.__version__}.data/data/"
 
