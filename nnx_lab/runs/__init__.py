@@ -8,7 +8,15 @@ runs through ``nnx_lab.engine`` and reads them through here.
 """
 
 from ._atomic import atomic_write_bytes, atomic_write_json, atomic_write_yaml, file_lock, read_json
-from ._compare import ABSENT, ACTIONS, RUN_KNOBS, DriftReport, DriftRow, compare_records
+from ._compare import (
+    ABSENT,
+    ACTIONS,
+    RUN_KNOBS,
+    DriftReport,
+    DriftRow,
+    compare_many,
+    compare_records,
+)
 from ._control import STOP_REQUEST, read_stop_request, request_stop
 from ._document import DocumentType
 from ._drift_record import (
@@ -120,6 +128,7 @@ __all__ = [
     "atomic_write_yaml",
     "canonical_json",
     "check_manifest",
+    "compare_many",
     "compare_records",
     "config_report_enabled",
     "damaged_row",

@@ -30,6 +30,7 @@ __all__ = [
     "RUN_KNOBS",
     "DriftReport",
     "DriftRow",
+    "compare_many",
     "compare_records",
 ]
 
@@ -271,104 +272,57 @@ def _code_row(
     what = f"code {role}"
     in_id = _code_id(role)
     if then is None or now is None:
-        return DriftRow(
-            what,
+        shown = (
             ABSENT if then is None else display_code(then),
             ABSENT if now is None else display_code(now),
-            True,
-            in_id,
-            NEW_RUN if in_id is not False else OVERWRITE,
-            "code",
-            "only one side has it",
         )
+        action = NEW_RUN if in_id is not False else OVERWRITE
+        return DriftRow(what, *shown, True, in_id, action, "code", "only one side has it")
+    shown = (display_code(then), display_code(now))
+
+    def row(changed: bool, action: str, kind: str, note: str = "") -> DriftRow:
+        return DriftRow(what, *shown, changed, in_id, action, kind, note)
+
     name = then.get("name") or f"{then.get('module')}.{then.get('qualname')}"
-    shown_then, shown_now = display_code(then), display_code(now)
     if then.get("digest") is None:
-        return DriftRow(
-            what,
-            shown_then,
-            shown_now,
-            False,
-            in_id,
-            "",
-            "unknown",
-            f"{name} has no readable code: it cannot be compared",
-        )
+        return row(False, "", "unknown", f"{name} has no readable code: it cannot be compared")
     if now.get("found") is False:
         if handle in ("plan", "model"):
-            return DriftRow(
-                what,
-                shown_then,
-                shown_now,
-                True,
-                in_id,
-                REBUILD_PLAN if handle == "plan" else REBUILD_MODEL,
-                "code",
-                f"{name} no longer exists under that name; the {handle} keeps the object it holds",
+            action = REBUILD_PLAN if handle == "plan" else REBUILD_MODEL
+            note = (
+                f"{name} no longer exists under that name; the {handle} keeps the object it holds"
             )
-        return DriftRow(
-            what,
-            shown_then,
-            shown_now,
-            False,
-            in_id,
-            "",
-            "unknown",
+            return row(True, action, "code", note)
+        note = (
             f"{name} is not defined in this process: import its module (or run the cell "
-            "that defines it) to compare",
+            "that defines it) to compare"
         )
+        return row(False, "", "unknown", note)
     if now.get("digest") == then.get("digest"):
-        return DriftRow(what, shown_then, shown_now, False, in_id, "", "code")
+        return row(False, "", "code")
     if handle in ("plan", "model"):
         if now.get("same_object"):
-            return DriftRow(
-                what,
-                shown_then,
-                shown_now,
-                True,
-                in_id,
-                RELOAD,
-                "code",
+            note = (
                 f"the source of {name} was edited but its module was not reloaded; the "
-                "code that runs is still the old one",
+                "code that runs is still the old one"
             )
+            return row(True, RELOAD, "code", note)
         if handle == "model":
-            return DriftRow(
-                what,
-                shown_then,
-                shown_now,
-                True,
-                in_id,
-                REBUILD_MODEL,
-                "code",
+            note = (
                 f"{name} was redefined after this model was built; it keeps the old code "
-                "(rebuild, or set model.loss_fn to the new one)",
+                "(rebuild, or set model.loss_fn to the new one)"
             )
+            return row(True, REBUILD_MODEL, "code", note)
         hint = _REBUILD_HINT.get(role, "plan.with_callbacks(...)")
-        return DriftRow(
-            what,
-            shown_then,
-            shown_now,
-            True,
-            in_id,
-            REBUILD_PLAN,
-            "code",
+        note = (
             f"{name} was redefined after this plan was built; the plan keeps calling the "
-            f"version it holds ({hint} to pick up the new one)",
+            f"version it holds ({hint} to pick up the new one)"
         )
+        return row(True, REBUILD_PLAN, "code", note)
     if in_id is False:
-        return DriftRow(
-            what,
-            shown_then,
-            shown_now,
-            True,
-            in_id,
-            OVERWRITE,
-            "code",
-            "callbacks are not in the run id",
-        )
+        return row(True, OVERWRITE, "code", "callbacks are not in the run id")
     note = "the id changes only if the loaders it returns differ" if in_id is None else ""
-    return DriftRow(what, shown_then, shown_now, True, in_id, NEW_RUN, "code", note)
+    return row(True, NEW_RUN, "code", note)
 
 
 def _canon(value: Any) -> Any:
@@ -485,3 +439,40 @@ def compare_records(a: Record, b: Record, *, handle: str = "pair") -> DriftRepor
         sides,
         handle,
     )
+
+
+def compare_many(records: list[Record]) -> tuple[list[dict[str, Any]], list[str]]:
+    """Two or more records side by side, each against the first: one row per compared
+    item in the order first met (``what``, ``values`` and ``absent`` per record,
+    ``changed``, ``changes_run_id`` (None: it depends), ``kind``, the first ``action``),
+    and the reports' limits. The runs panel's compare view is this table."""
+    rows: dict[str, dict[str, Any]] = {}
+    limits: list[str] = []
+    for i, other in enumerate(records[1:], start=1):
+        report = compare_records(records[0], other)
+        limits += [x for x in report.limits if x not in limits]
+        for r in report.rows:
+            row = rows.setdefault(
+                r.what,
+                {
+                    "what": r.what,
+                    "values": [None] * len(records),
+                    "absent": [False] * len(records),
+                    "changed": False,
+                    "changes_run_id": False,
+                    "kind": r.kind,
+                    "action": None,
+                },
+            )
+            row["values"][0] = None if r.then is ABSENT else r.then
+            row["absent"][0] = r.then is ABSENT
+            row["values"][i] = None if r.now is ABSENT else r.now
+            row["absent"][i] = r.now is ABSENT
+            if r.changed:
+                row["changed"] = True
+                row["action"] = row["action"] or r.action
+                if r.changes_run_id is None and row["changes_run_id"] is False:
+                    row["changes_run_id"] = None
+                elif r.changes_run_id:
+                    row["changes_run_id"] = True
+    return list(rows.values()), limits

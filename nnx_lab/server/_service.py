@@ -19,10 +19,9 @@ from typing import Any
 
 from ..errors import NNxError
 from ..runs import (
-    ABSENT,
     STOP_REQUEST,
     RunRecordError,
-    compare_records,
+    compare_many,
     damaged_row,
     effective_status,
     is_run_id,
@@ -478,38 +477,8 @@ class RunsService:
             except Exception as exc:  # a damaged record is named, not fatal
                 raise ApiError(409, f"run {run_id}: {_error_text(exc)}") from None
             runs.append({"folder": folder.key, "run_id": run_id, "label": folder.label})
-        base = records[0]
-        rows: dict[str, dict[str, Any]] = {}
-        order: list[str] = []
-        limits: list[str] = []
-        for i, other in enumerate(records[1:], start=1):
-            report = compare_records(base, other)
-            limits += [x for x in report.limits if x not in limits]
-            for r in report.rows:
-                if r.what not in rows:
-                    rows[r.what] = {
-                        "what": r.what,
-                        "values": [None] * len(records),
-                        "absent": [False] * len(records),
-                        "changed": False,
-                        "changes_run_id": False,
-                        "kind": r.kind,
-                        "action": None,
-                    }
-                    order.append(r.what)
-                row = rows[r.what]
-                row["values"][0] = None if r.then is ABSENT else r.then
-                row["absent"][0] = r.then is ABSENT
-                row["values"][i] = None if r.now is ABSENT else r.now
-                row["absent"][i] = r.now is ABSENT
-                if r.changed:
-                    row["changed"] = True
-                    row["action"] = row["action"] or r.action
-                    if r.changes_run_id is None and row["changes_run_id"] is False:
-                        row["changes_run_id"] = None
-                    elif r.changes_run_id:
-                        row["changes_run_id"] = True
-        changed = [rows[w] for w in order if rows[w]["changed"]]
+        table, limits = compare_many(records)
+        changed = [row for row in table if row["changed"]]
         try:
             body = json_safe(changed, budget=200_000, depth=16)
         except TooLarge as exc:
@@ -520,7 +489,7 @@ class RunsService:
             "server_time": self.clock(),
             "runs": runs,
             "rows": body,
-            "unchanged": len(order) - len(changed),
+            "unchanged": len(table) - len(changed),
             "limits": limits,
         }
 
