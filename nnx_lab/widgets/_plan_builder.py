@@ -210,6 +210,12 @@ class PlanBuilder(PlanBuilderFits, NNxWidget):
                 self.plan = plan.with_value(path, value)
             finally:
                 self._editing = None
+            if path in self.drafts or path in self.errors:
+                # the last valid value typed again: an equal plan changes no trait, so
+                # the refusal it replaces goes here
+                with self.hold_sync():
+                    self.drafts = {k: v for k, v in self.drafts.items() if k != path}
+                    self.errors = {k: v for k, v in self.errors.items() if k != path}
         return problems
 
     def _on_edit(self, content: dict[str, Any], buffers: list[Any]) -> None:

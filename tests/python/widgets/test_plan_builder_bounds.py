@@ -250,3 +250,15 @@ def test_a_refused_processes_box_refuses_fit_too(builder):
     click(builder, "fit")
     assert "Fit: processes shows a refused value" in builder.error
     assert builder.monitor is None
+
+
+def test_typing_the_kept_value_again_clears_the_refusal(builder):
+    """The plan it makes equals the current one (no trait changes): the refusal goes
+    all the same, and Fit is free again."""
+    edit(builder, "net.hidden_dims", "30000000")
+    assert "net.hidden_dims" in builder.errors
+    edit(builder, "net.hidden_dims", "16")  # what the plan holds already
+    assert builder.errors == {}
+    assert builder.drafts == {}
+    click(builder, "branch", name="again")
+    assert builder.error == ""
