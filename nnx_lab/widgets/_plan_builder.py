@@ -192,7 +192,7 @@ class PlanBuilder(PlanBuilderFits, NNxWidget):
             plan = self.plan
             problems = form_problems(f, value) or plan.check(path, value)
             if not problems and f.section == "net":
-                problems = size_problems(path, plan.with_value(path, value))
+                problems = size_problems(path, value, plan.with_value(path, value))
             if problems:
                 shown = text if text is not None else json.dumps(plain(value))
                 with self.hold_sync():

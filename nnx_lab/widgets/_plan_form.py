@@ -112,9 +112,9 @@ def network_parameters(plan: ExperimentPlan) -> int | None:
         return None
 
 
-def size_problems(path: str, plan: ExperimentPlan) -> Problems:
-    """The refusal of an edit of ``path`` that makes the network larger than this form
-    builds (``FORM_MAX_PARAMETERS``); empty otherwise."""
+def size_problems(path: str, value: Any, plan: ExperimentPlan) -> Problems:
+    """The refusal of an edit (``path`` = ``value``, giving ``plan``) that makes the
+    network larger than this form builds (``FORM_MAX_PARAMETERS``); empty otherwise."""
     n = network_parameters(plan)
     if n is None or n <= FORM_MAX_PARAMETERS:
         return Problems()
@@ -122,7 +122,7 @@ def size_problems(path: str, plan: ExperimentPlan) -> Problems:
         f"the network would have {n:,} parameters: at most {FORM_MAX_PARAMETERS:,} in "
         f"this form ({_NOT_NNX}: builder.plan = builder.plan.with_net(...))"
     )
-    return Problems([Problem(path, plan.value(path), fix)])
+    return Problems([Problem(path, value, fix)])
 
 
 def _label(f: PlanField) -> str:
