@@ -77,6 +77,8 @@ export class PlanBuilderView extends WidgetView {
     const processes = h("label", { class: "nnx-pb-processes-box", title: "1: train in the kernel; N > 1: launch N processes (nnx_lab.launch)" }, [h("span", { class: "nnx-label", text: "processes" }), this.processesInput]);
     this.processesError = h("div", { class: "nnx-pb-processes-error", "data-testid": "processes-error", role: "alert" });
     this.processesError.hidden = true;
+    this.blockedNote = h("div", { class: "nnx-pb-blocked", "data-testid": "fit-blocked", role: "status" });
+    this.blockedNote.hidden = true;
     this.branchName = h("input", { type: "text", class: "nnx-input nnx-pb-branch-name", "data-testid": "branch-name", placeholder: "branch name", "aria-label": "Branch name", maxlength: "40" });
     this.branchButton = button("Branch", "branch", () => this._branch());
     this.branchName.addEventListener("keydown", (e) => {
@@ -98,7 +100,7 @@ export class PlanBuilderView extends WidgetView {
     this.branchBox = h("ul", { class: "nnx-pb-branches", "data-testid": "branches", "aria-label": "Branches" });
     this._makeError("plan-error");
     this.monitorSlot = h("div", { class: "nnx-pb-monitor", "data-testid": "monitor-slot" });
-    this.root.append(header, this.problemBox, this.objectsBox, this.form, actions, this.processesError, this.branchBox, this.error, this.monitorSlot);
+    this.root.append(header, this.problemBox, this.objectsBox, this.form, actions, this.blockedNote, this.processesError, this.branchBox, this.error, this.monitorSlot);
   }
 
   /** One input per field, in sections; rebuilt only when the fields themselves change. */
@@ -195,6 +197,7 @@ export class PlanBuilderView extends WidgetView {
   }
 
   _branch() {
+    if (this.branchButton.disabled) return; // Enter in the name box: the button's reason holds
     for (const path of [...this._pending.keys()]) this._flush(path);
     this._send({ kind: "branch", name: this.branchName.value.trim() || null });
     this.branchName.value = "";
@@ -264,9 +267,24 @@ export class PlanBuilderView extends WidgetView {
     const id = m.get("run_id") || "";
     this.runId.textContent = id || "–";
     this.runId.title = id;
-    this.runState.textContent = m.get("run_exists") ? `exists (${m.get("run_exists")})` : state === "ready" ? "new" : state;
+    this.runState.textContent = m.get("run_exists") ? `exists (${m.get("run_exists")})` : state === "ready" ? "new" : state === "large" ? "at Fit" : state;
     this.runState.dataset.state = m.get("run_exists") ? "exists" : state;
     this.runNote.textContent = m.get("run_note") || "";
+  }
+
+  /**
+   * The fields that show a refused value (the kernel's `errors`, and the processes box):
+   * the plan still holds their last valid value, which the form no longer shows.
+   * @returns {string[]} their labels
+   */
+  _refusedFields() {
+    const errors = this.model.get("errors") || {};
+    const labels = Object.keys(errors).map((path) => {
+      const entry = this.inputs.get(path);
+      return entry ? `${entry.field.label} (${path})` : path;
+    });
+    if (this.model.get("processes_error")) labels.push("processes");
+    return labels;
   }
 
   _actions(problems) {
@@ -274,33 +292,49 @@ export class PlanBuilderView extends WidgetView {
     const branches = this.model.get("branch_list") || [];
     const n = problems.length;
     const nproc = Number(this.model.get("processes")) || 1;
-    this.fitButton.disabled = Boolean(busy) || n > 0;
+    const refused = this._refusedFields();
+    // While a field is refused, what takes the form's plan would use a value the form
+    // does not show: Fit, Fit branches and Branch wait, and say for which field.
+    const blocked = refused.length
+      ? `${refused.join(", ")} ${refused.length === 1 ? "shows" : "show"} a refused value: fix ${refused.length === 1 ? "it" : "them"} first (the plan still holds the last valid value)`
+      : "";
+    const running = "A fit is running: Stop it in the monitor below";
+    this.fitButton.disabled = Boolean(busy) || Boolean(blocked) || n > 0;
     this.fitButton.title = busy
-      ? "A fit is running: Stop it in the monitor below"
-      : n
-        ? `Fix the ${n} problem${n === 1 ? "" : "s"} first`
-        : nproc > 1
-          ? `Launch this plan as ${nproc} processes (nnx_lab.launch; the monitor below follows the run, its Stop stops them)`
-          : "Fit this plan (in the background; Stop in the monitor below)";
+      ? running
+      : blocked
+        ? `Fit waits: ${blocked}`
+        : n
+          ? `Fix the ${n} problem${n === 1 ? "" : "s"} first`
+          : nproc > 1
+            ? `Launch this plan as ${nproc} processes (nnx_lab.launch; the monitor below follows the run, its Stop stops them)`
+            : "Fit this plan (in the background; Stop in the monitor below)";
     this.fitButton.textContent = nproc > 1 ? `Fit × ${nproc}` : "Fit";
-    this.fitBranchesButton.disabled = Boolean(busy) || branches.length === 0 || nproc > 1;
+    this.fitBranchesButton.disabled = Boolean(busy) || Boolean(blocked) || branches.length === 0 || nproc > 1;
     this.fitBranchesButton.title = busy
-      ? "A fit is running: Stop it in the monitor below"
-      : nproc > 1
-        ? "Branches race in the kernel: set processes to 1"
-        : branches.length
-          ? `Fit the ${branches.length} branches one after another, on top of each other`
-          : "Keep the plan as a branch first (Branch)";
+      ? running
+      : blocked
+        ? `Fit branches waits: ${blocked}`
+        : nproc > 1
+          ? "Branches race in the kernel: set processes to 1"
+          : branches.length
+            ? `Fit the ${branches.length} branches one after another, on top of each other`
+            : "Keep the plan as a branch first (Branch)";
+    this.branchButton.disabled = Boolean(blocked);
+    this.branchButton.title = blocked ? `Branch waits: ${blocked}` : "Keep the current plan as a named variant";
+    // the reason in words too: a disabled button's tooltip is easy to miss
+    this.blockedNote.textContent = blocked ? `Fit waits: ${blocked}.` : "";
+    this.blockedNote.hidden = !blocked;
     // the box shows the kernel's value unless it is being typed in or was refused
-    const refused = this.model.get("processes_error") || "";
+    const boxRefused = this.model.get("processes_error") || "";
     const active = typeof document !== "undefined" ? document.activeElement : null;
-    if (this.processesInput !== active && !refused) this.processesInput.value = String(nproc);
+    if (this.processesInput !== active && !boxRefused) this.processesInput.value = String(nproc);
     this.processesInput.disabled = Boolean(busy);
-    this.processesInput.setAttribute("aria-invalid", refused ? "true" : "false");
-    this.processesError.textContent = refused;
-    this.processesError.hidden = !refused;
-    this.branchButton.title = "Keep the current plan as a named variant";
+    this.processesInput.setAttribute("aria-invalid", boxRefused ? "true" : "false");
+    this.processesError.textContent = boxRefused;
+    this.processesError.hidden = !boxRefused;
     this.root.dataset.busy = busy;
+    this.root.dataset.blocked = blocked ? "true" : "false";
   }
 
   _branches() {

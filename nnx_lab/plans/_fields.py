@@ -31,6 +31,7 @@ from ..engine.params import (
 from ..engine.precision import MODES
 from ..errors import ConfigError
 from ..runs import RUN_KNOBS
+from ._bounds import BOUNDS, Bound
 from ._problems import Problem, json_safe
 
 __all__ = [
@@ -59,7 +60,8 @@ class PlanField:
     or ``any``; ``choices`` lists the accepted wire values of a ``choice`` (or of a
     ``str`` with a closed set); ``custom_allowed`` says that a Python object (your own
     loss) is accepted besides the choices. ``toggle`` names the switch field that turns
-    this field's section on (``train.scheduler``, ``early_stopping``).
+    this field's section on (``train.scheduler``, ``early_stopping``). ``bound`` is a
+    numeric field's range (any run's, and the PlanBuilder form's own limit: ``_bounds``).
     """
 
     path: str
@@ -74,6 +76,7 @@ class PlanField:
     custom_allowed: bool = False
     in_run_id: bool = True
     toggle: str | None = None
+    bound: Bound | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -89,6 +92,7 @@ class PlanField:
             "custom_allowed": self.custom_allowed,
             "in_run_id": self.in_run_id,
             "toggle": self.toggle,
+            "bound": None if self.bound is None else self.bound.to_json(),
         }
 
 
@@ -185,6 +189,7 @@ def _described(path: str, owner: str, annotation: str, default: Any, required: b
         custom_allowed=extra.get("custom_allowed", False),
         in_run_id=_in_run_id(path),
         toggle=toggle,
+        bound=BOUNDS.get(path),
     )
 
 
@@ -323,7 +328,10 @@ def _build(
                 placeholders[f.name] = _PLACEHOLDERS.get(f.path, 1)
             continue
         candidate = {**accepted, f.name: values[f.path]}
+        beyond = None if f.bound is None else f.bound.plan_refusal(values[f.path])
         try:
+            if beyond is not None:  # past the end the plan adds to the params' range
+                raise ConfigError(f.owner, values[f.path], beyond)
             make(**{**placeholders, **_missing_required(section, candidate)}, **fixed, **candidate)
         except Exception as exc:
             problems.append(Problem(f.path, values[f.path], _fix(exc, f.owner)))

@@ -57,6 +57,16 @@ class AbstentionExplorer(NNxWidget):
     """
 
     _bundle_name = "abstention"
+    # What the page may set: the threshold, the risk box, the guarantee, which
+    # probabilities, the policy's path, the page of declined rows. The kernel owns the rest.
+    _page_traits = NNxWidget._page_traits | {
+        "threshold",
+        "risk_ceiling",
+        "guarantee",
+        "use",
+        "path",
+        "abstained_start",
+    }
 
     threshold = t.Float(0.5, help="Rows scoring at or above it are answered.").tag(sync=True)
     risk_ceiling = t.Float(0.05, help="Chooses the threshold (select_threshold).").tag(sync=True)

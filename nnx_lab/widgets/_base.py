@@ -6,7 +6,7 @@ import contextvars
 import functools
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import anywidget
 import traitlets as t
@@ -49,6 +49,11 @@ class NNxWidget(anywidget.AnyWidget):
 
     Every message the widget sends belongs to the cell that created it, whichever
     thread sends it (see ``_send``).
+
+    The kernel owns every synced trait except those a subclass names in
+    ``_page_traits`` (its inputs: a slider's value, a path box): a change of any other
+    trait sent by a page is refused and the kernel's value sent back (``set_state``).
+    ``kernel_owned()`` lists them.
     """
 
     _bundle_name: str = "monitor"
@@ -60,6 +65,17 @@ class NNxWidget(anywidget.AnyWidget):
     _css = t.Unicode("").tag(sync=True)
 
     error = t.Unicode("", help="Error text with traceback, shown under the widget.").tag(sync=True)
+
+    # The synced traits a page may set; the kernel owns the others. Deny by default: a
+    # trait added later is the kernel's until a widget names it here. ``_view_count`` is
+    # ipywidgets' own view counter, which its front end writes once the kernel turns
+    # counting on (``widget._view_count = 0``).
+    _page_traits: ClassVar[frozenset[str]] = frozenset({"_view_count"})
+
+    @classmethod
+    def kernel_owned(cls) -> frozenset[str]:
+        """The synced traits only the kernel sets: a page's change to one is refused."""
+        return frozenset(cls.class_trait_names(sync=True)) - cls._page_traits
 
     def __init__(self, **kwargs: Any) -> None:
         esm = read_asset(f"{self._bundle_name}.js")
@@ -104,19 +120,39 @@ class NNxWidget(anywidget.AnyWidget):
             self.show_error(exc)
 
     def set_state(self, sync_data: dict[str, Any]) -> None:
-        """Apply trait values sent by a view; refuse a bad one visibly.
+        """Apply trait values sent by a view; refuse what the page may not set, and a
+        bad value visibly.
+
+        A trait the kernel owns (``kernel_owned()``: a run's status, a busy flag, a
+        counter) is never taken from a page: it is dropped from the message before
+        anything applies (no echo to the other views either) and the kernel's value is
+        sent back, so a buggy or hostile page cannot make the kernel believe a state
+        it is not in. The page's own traits are applied as usual.
 
         A value that fails validation changes nothing in the kernel (traitlets rolls the
         whole message back); the reason is shown under the widget and the kernel's
         values are sent back, so the view shows the state the kernel kept instead of
         the refused input.
         """
+        owned = [key for key in sync_data if key in self.keys and key not in self._page_traits]
+        if owned:
+            log.warning(
+                "%s: refused a page's change to %s: the kernel owns %s",
+                type(self).__name__,
+                ", ".join(owned),
+                "it" if len(owned) == 1 else "them",
+            )
+            sync_data = {k: v for k, v in sync_data.items() if k not in owned}
         try:
-            super().set_state(sync_data)
+            if sync_data:
+                super().set_state(sync_data)
         except Exception as exc:  # a view's input: shown under the widget, never raised
             log.info("%s: refused a value from the view: %s", type(self).__name__, exc)
             self.show_error(exc if not isinstance(exc, t.TraitError) else str(exc))
             self.send_state([key for key in sync_data if key in self.keys])
+        finally:
+            if owned:  # the page shows the kernel's value again
+                self.send_state(owned)
 
     def show_error(self, error: BaseException | str) -> None:
         """Show an error (an exception with its traceback, or a text) under the widget."""

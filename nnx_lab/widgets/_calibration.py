@@ -108,6 +108,9 @@ class CalibrationExplorer(NNxWidget):
     """
 
     _bundle_name = "calibration"
+    # What the page may set: the temperature slider, the calibrator's path. The kernel
+    # owns the rest.
+    _page_traits = NNxWidget._page_traits | {"temperature", "path"}
 
     temperature = t.Float(1.0, help="T: the logits are divided by it.").tag(sync=True)
     fitted_temperature = t.Float(

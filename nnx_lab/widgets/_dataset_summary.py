@@ -204,6 +204,8 @@ class DatasetSummary(NNxWidget):
     """
 
     _bundle_name = "dataset_summary"
+    # What the page may set: nothing (the page only reads); the kernel owns every trait.
+    _page_traits = NNxWidget._page_traits
 
     data = t.Dict(help="The summary (summarize_dataset(dataset, task)).").tag(sync=True)
     version = t.Int(0, help="Counts the summaries computed.").tag(sync=True)

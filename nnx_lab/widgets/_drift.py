@@ -68,6 +68,8 @@ class DriftReport(NNxWidget):
     """
 
     _bundle_name = "drift"
+    # What the page may set: the changed-only filter. The kernel owns the rest.
+    _page_traits = NNxWidget._page_traits | {"changed_only"}
 
     data = t.Dict(help="The engine's report as JSON (DriftReport.to_json()).").tag(sync=True)
     changed_only = t.Bool(False, help="Show only the rows that differ.").tag(sync=True)

@@ -73,6 +73,8 @@ class LRFinderWidget(NNxWidget):
     """
 
     _bundle_name = "lr_finder"
+    # What the page may set: the rate picked on the curve. The kernel owns the rest.
+    _page_traits = NNxWidget._page_traits | {"chosen_lr"}
 
     status = t.Enum(STATUSES, default_value="created", help="Sweep lifecycle.").tag(sync=True)
     source = t.Unicode("", help="What is swept: 'plan', 'model' or 'builder'.").tag(sync=True)

@@ -93,6 +93,8 @@ class TrainingMonitor(MonitorJobs, MonitorReplay, MonitorText, NNxWidget):
     """
 
     _bundle_name = "monitor"
+    # What the page may set: the smoothing slider. The kernel owns the rest.
+    _page_traits = NNxWidget._page_traits | {"smoothing"}
 
     run_id = t.Unicode("", help="Id of the run shown.").tag(sync=True)
     status = t.Enum(STATUSES, default_value="created", help="Run lifecycle.").tag(sync=True)

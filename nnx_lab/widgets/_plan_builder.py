@@ -32,13 +32,17 @@ from ..runs import effective_status, read_record, resolve_runs_root, run_dir
 from ._base import NNxWidget
 from ._plan_builder_fit import PlanBuilderFits
 from ._plan_form import (
+    PREVIEW_MAX_PARAMETERS,
     branch_rows,
     check_processes,
     field_json,
+    form_problems,
+    network_parameters,
     parse_text,
     plain,
     problem_json,
     sections_of,
+    size_problems,
 )
 
 __all__ = ["PlanBuilder"]
@@ -62,10 +66,20 @@ class PlanBuilder(PlanBuilderFits, NNxWidget):
     The run id the plan would get is computed in a background thread after edits
     (``plan.expected_run_id()``: it calls the data factories and builds a throwaway
     model under a saved and restored random state); it is not computed while a fit of
-    this builder runs, since that fit's randomness must not be touched.
+    this builder runs, since that fit's randomness must not be touched, nor for a
+    network above ``PREVIEW_MAX_PARAMETERS`` (its size is read on the ``meta`` device,
+    allocating nothing; its run id, which hashes the initial weights, comes at Fit).
+
+    Typed values are refused past each field's bound and the form's own limits (named
+    in the refusal; ``PlanField.bound``, docs/plan_widgets.md). While a field shows a
+    refused value, Fit, Fit branches and Branch from the page are refused: they would
+    use the last valid value, which the form no longer shows.
     """
 
     _bundle_name = "plan_builder"
+    # What the page may set: nothing. Edits and buttons are messages the kernel checks;
+    # the kernel owns every trait.
+    _page_traits = NNxWidget._page_traits
 
     plan = t.Instance(ExperimentPlan, help="The current plan (every accepted edit makes one).")
     fields = t.List(t.Dict(), help="The form: every plan field, in form order.").tag(sync=True)
@@ -82,10 +96,11 @@ class PlanBuilder(PlanBuilderFits, NNxWidget):
         sync=True
     )
     run_state = t.Enum(
-        ("pending", "ready", "blocked", "deferred", "error"),
+        ("pending", "ready", "blocked", "deferred", "large", "error"),
         default_value="pending",
         help="pending: being computed; ready; blocked: the plan has problems; deferred: "
-        "a fit runs; error: computing it failed (run_note says why).",
+        "a fit runs; large: the network is too large to build for a preview (the id "
+        "comes at Fit); error: computing it failed (run_note says why).",
     ).tag(sync=True)
     run_note = t.Unicode("", help="Why there is no run id, or where the run would go.").tag(
         sync=True
@@ -175,7 +190,9 @@ class PlanBuilder(PlanBuilderFits, NNxWidget):
             )
         with self._lock:
             plan = self.plan
-            problems = plan.check(path, value)
+            problems = form_problems(f, value) or plan.check(path, value)
+            if not problems and f.section == "net":
+                problems = size_problems(path, value, plan.with_value(path, value))
             if problems:
                 shown = text if text is not None else json.dumps(plain(value))
                 with self.hold_sync():
@@ -193,6 +210,12 @@ class PlanBuilder(PlanBuilderFits, NNxWidget):
                 self.plan = plan.with_value(path, value)
             finally:
                 self._editing = None
+            if path in self.drafts or path in self.errors:
+                # the last valid value typed again: an equal plan changes no trait, so
+                # the refusal it replaces goes here
+                with self.hold_sync():
+                    self.drafts = {k: v for k, v in self.drafts.items() if k != path}
+                    self.errors = {k: v for k, v in self.errors.items() if k != path}
         return problems
 
     def _on_edit(self, content: dict[str, Any], buffers: list[Any]) -> None:
@@ -234,6 +257,15 @@ class PlanBuilder(PlanBuilderFits, NNxWidget):
         with self._id_compute:
             if plan is not self.plan or self.busy or self._closed:
                 return  # superseded
+            size = network_parameters(plan)  # on the meta device: nothing allocated
+            if size is not None and size > PREVIEW_MAX_PARAMETERS:
+                note = (
+                    f"the network has {size:,} parameters: its run id (a hash that "
+                    "includes the initial weights) is computed when Fit starts; the "
+                    f"preview builds networks of up to {PREVIEW_MAX_PARAMETERS:,}"
+                )
+                self._set_run_id(plan, "", "large", note)
+                return
             try:
                 run_id = plan.expected_run_id()
                 root = resolve_runs_root(plan.value("train.runs_root"))
@@ -354,22 +386,40 @@ class PlanBuilder(PlanBuilderFits, NNxWidget):
 
     # ------------------------------------------------------------------ buttons
 
-    def _run_action(self, action: Any) -> None:
-        """A button: a refusal is a one-line message under the widget, not a traceback."""
+    def _run_action(self, action: Any, *, takes_form: str | None = None) -> None:
+        """A button: a refusal is a one-line message under the widget, not a traceback.
+        A button that ``takes_form`` (its name) is refused while a field is refused."""
         self.error = ""
         try:
+            if takes_form is not None:
+                self._refuse_while_refused(takes_form)
             action()
         except (ConfigError, PlanError, FileExistsError, ValueError, KeyError, RuntimeError) as e:
             self.error = f"{type(e).__name__}: {e}"
 
+    def _refuse_while_refused(self, action: str) -> None:
+        """While a field shows a refused value the plan holds that field's last valid
+        value, which the form no longer shows: a button that takes the form's plan is
+        refused (the view disables it too; this covers a click sent before the refusal
+        reached the page, and a page that ignores it)."""
+        refused = [f"{self._index[p].name.replace('_', ' ')} ({p})" for p in self.errors]
+        if self.processes_error:
+            refused.append("processes")
+        if refused:
+            verb = "shows" if len(refused) == 1 else "show"
+            raise ValueError(
+                f"{action}: {', '.join(refused)} {verb} a refused value, and the plan "
+                "still holds the last valid one; fix the field (or Reset) first"
+            )
+
     def _on_fit(self, content: dict[str, Any], buffers: list[Any]) -> None:
-        self._run_action(self.fit)
+        self._run_action(self.fit, takes_form="Fit")
 
     def _on_fit_branches(self, content: dict[str, Any], buffers: list[Any]) -> None:
-        self._run_action(self.fit_branches)
+        self._run_action(self.fit_branches, takes_form="Fit branches")
 
     def _on_branch(self, content: dict[str, Any], buffers: list[Any]) -> None:
-        self._run_action(lambda: self.branch(content.get("name")))
+        self._run_action(lambda: self.branch(content.get("name")), takes_form="Branch")
 
     def _on_load_branch(self, content: dict[str, Any], buffers: list[Any]) -> None:
         self._run_action(lambda: self.load_branch(str(content.get("name"))))

@@ -1,6 +1,7 @@
 """The PlanBuilder's form, as data: the fields and sections it draws, what typed text
-means for a field, values and problems as the browser shows them, the branch list and
-the processes box. No widget state here: ``_plan_builder`` holds the widget."""
+means for a field, the form's own limits (each field's, from ``PlanField.bound``, and
+the network's size), values and problems as the browser shows them, the branch list
+and the processes box. No widget state here: ``_plan_builder`` holds the widget."""
 
 from __future__ import annotations
 
@@ -10,17 +11,22 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..plans import ExperimentPlan, PlanField, Problem
+from ..plans import ExperimentPlan, PlanField, Problem, Problems
 
 __all__ = [
+    "FORM_MAX_PARAMETERS",
     "MAX_PROCESSES",
+    "PREVIEW_MAX_PARAMETERS",
     "branch_rows",
     "check_processes",
     "field_json",
+    "form_problems",
+    "network_parameters",
     "parse_text",
     "plain",
     "problem_json",
     "sections_of",
+    "size_problems",
 ]
 
 # Form sections: title, and whether it starts open. A section the plan grows later
@@ -36,6 +42,15 @@ _SECTIONS = {
     "run": ("Run settings (do not change results)", False),
     "resume": ("Resume", False),
 }
+# The most parameters a network typed into the form may have (400 MB of float32): a limit
+# of this tool, as the fields' own form limits are (plans/_bounds.py); code may go past.
+FORM_MAX_PARAMETERS = 100_000_000
+# The largest network the run-id preview builds: the run id hashes the initial weights,
+# which exist only once the network is built (20 MB of float32 at most, tens of ms). A
+# larger network gets its run id when Fit starts; nothing is allocated for it before.
+PREVIEW_MAX_PARAMETERS = 5_000_000
+_NOT_NNX = "a limit of the PlanBuilder, not of NNx: to go past it, set it in code"
+
 # A bound on the processes one Fit starts on this machine: a typo (200 for 2) would
 # otherwise start that many workers. Larger or multi-node runs: nnx_lab.launch directly.
 MAX_PROCESSES = 64
@@ -64,6 +79,50 @@ def check_processes(value: Any) -> int:
             "nnx_lab.launch(plan, nproc_per_node=..., nnodes=...)"
         )
     return value
+
+
+def form_problems(f: PlanField, value: Any) -> Problems:
+    """The refusal of a value past the form's own limit for field ``f`` (which names
+    the bound and says how to go past it); empty when within it."""
+    refusal = None if f.bound is None else f.bound.form_refusal(value)
+    if refusal is None:
+        return Problems()
+    fix = f"{refusal} ({_NOT_NNX}: builder.plan = builder.plan.with_value({f.path!r}, ...))"
+    return Problems([Problem(f.path, value, fix)])
+
+
+def network_parameters(plan: ExperimentPlan) -> int | None:
+    """How many parameters the network of ``plan`` has, from its params alone: the
+    network is built on torch's ``meta`` device (shapes, no storage), so nothing is
+    allocated whatever its size. None when the net's fields do not make a network."""
+    import torch
+
+    from ..engine.enums import Nets, coerce_enum
+    from ..engine.nets import build_net
+    from ..engine.params import NNParams
+
+    values = {f.name: plan.value(f.path) for f in plan.fields() if f.section == "net"}
+    try:
+        params = NNParams(**values)
+        kind = coerce_enum(Nets, plan.value("model.net"), "model.net")
+        with torch.random.fork_rng(devices=[]), torch.device("meta"):
+            net = build_net(kind, params)
+        return sum(p.numel() for p in net.parameters())
+    except Exception:  # the plan's own problems say why
+        return None
+
+
+def size_problems(path: str, value: Any, plan: ExperimentPlan) -> Problems:
+    """The refusal of an edit (``path`` = ``value``, giving ``plan``) that makes the
+    network larger than this form builds (``FORM_MAX_PARAMETERS``); empty otherwise."""
+    n = network_parameters(plan)
+    if n is None or n <= FORM_MAX_PARAMETERS:
+        return Problems()
+    fix = (
+        f"the network would have {n:,} parameters: at most {FORM_MAX_PARAMETERS:,} in "
+        f"this form ({_NOT_NNX}: builder.plan = builder.plan.with_net(...))"
+    )
+    return Problems([Problem(path, value, fix)])
 
 
 def _label(f: PlanField) -> str:

@@ -2,7 +2,7 @@
 
 ``FakeFrontend(widget)`` captures everything the widget sends over its comm (state
 updates and custom messages), counts messages and bytes, and sends front-end
-messages (``hello()``, ``click_stop()``) the way the browser does. It does not
+messages (``hello()``, ``click_stop()``, ``set_traits(...)``) the way the browser does. It does not
 pretend to be a view: what a view holds after these messages is tested on the real
 JavaScript modules (``tests/js``, and ``tests/python/widgets/test_widget_contract.py``,
 which replays captured messages through them with Node).
@@ -128,6 +128,13 @@ class FakeFrontend:
 
     def click_stop(self) -> None:
         self.widget._dispatch_frontend_msg(self.widget, {"kind": STOP}, [])
+
+    def set_traits(self, **state: Any) -> None:
+        """What a page's ``model.set(name, value); model.save_changes()`` sends: an
+        ``update`` comm message, through ipywidgets' own handler (so a test meets the
+        widget exactly where a page's message does)."""
+        data = {"method": "update", "state": state, "buffer_paths": []}
+        self.widget._handle_msg({"content": {"data": data}, "buffers": []})
 
 
 def scripted_run(

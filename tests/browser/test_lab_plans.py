@@ -8,10 +8,15 @@ Notebook 7), driven by headless Chromium on notebooks/plans_and_drift.ipynb.
 * Click Fit, reload the page while it trains: the form and the monitor come back; the
   monitor finishes.
 * Drop a branch and click Fit branches: two runs, two coloured curves.
+* A refused field (max lr -1, a width past the form's limit): Fit, Fit branches and
+  Branch wait and say which field; the field is readable in the light and the dark
+  theme. A page that sets the builder's ``busy`` (a comm message, as any script in the
+  page can send) changes nothing in the kernel: the run-id preview goes on.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -209,4 +214,192 @@ def test_the_plan_widgets_in_notebook7(new_lab, jupyter_server: JupyterServer):
         check_race(builder, ["baseline", "high lr", "wide, high lr"])
         expect(lab.page.locator(".nnx-drift")).to_have_count(3)
     finally:
+        jupyter_server.shutdown_kernels()
+
+
+# A small notebook of its own: a one-epoch plan and one branch kept.
+OWNED_NOTEBOOK = "page_cannot_set.ipynb"
+OWNED_CELLS = [
+    "from nnx_lab import ExperimentPlan\n"
+    "from nnx_lab.example_data import WINE_DIMS, wine_train_loader, wine_val_loader\n"
+    "from nnx_lab.widgets import PlanBuilder",
+    "plan = (\n"
+    "    ExperimentPlan()\n"
+    "    .with_net(hidden_dims=[8], **WINE_DIMS)\n"
+    '    .with_data(wine_train_loader, val=wine_val_loader, identity="wine")\n'
+    "    .with_lr(3e-3)\n"
+    "    .with_epochs(1)\n"
+    "    .with_seed(11)\n"
+    ")\n"
+    "builder = PlanBuilder(plan)\n"
+    'builder.branch("kept")\n'
+    "builder",
+]
+
+# The contrast of an element's text on what is drawn behind it (its own background
+# composited over its ancestors'), as WCAG computes it.
+_CONTRAST = """(el) => {
+    const rgba = (s) => {
+        const p = s.match(/rgba?\\(([^)]+)\\)/)[1].split(/[\\s,\\/]+/).filter(Boolean).map(Number);
+        return [p[0], p[1], p[2], p.length > 3 ? p[3] : 1];
+    };
+    const layers = [];
+    for (let n = el; n; n = n.parentElement) {
+        const c = rgba(getComputedStyle(n).backgroundColor);
+        if (c[3] > 0) layers.push(c);
+        if (c[3] >= 1) break;
+    }
+    let bg = [255, 255, 255];
+    for (const c of layers.reverse()) bg = bg.map((v, i) => c[i] * c[3] + v * (1 - c[3]));
+    const t = rgba(getComputedStyle(el).color);
+    const fg = bg.map((v, i) => t[i] * t[3] + v * (1 - t[3]));
+    const lum = (c) => {
+        const [r, g, b] = c.map((v) => {
+            v /= 255;
+            return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4;
+        });
+        return 0.2126 * r + 0.7152 * g + 0.0722 * b;
+    };
+    const [hi, lo] = [lum(fg), lum(bg)].sort((a, b) => b - a);
+    return (hi + 0.05) / (lo + 0.05);
+}"""
+
+# What any script in the page can send on a widget's comm: an update of its state.
+_PAGE_SETS = """({commId, state}) => {
+    const kernel = window.jupyterapp.shell.currentWidget.sessionContext.session.kernel;
+    kernel.sendShellMessage({
+        header: {msg_id: crypto.randomUUID(), msg_type: "comm_msg", username: "",
+                 session: kernel.clientId, date: new Date().toISOString(), version: "5.3"},
+        parent_header: {}, metadata: {}, channel: "shell", buffers: [],
+        content: {comm_id: commId, data: {method: "update", state, buffer_paths: []}},
+    }, false, true);
+}"""
+
+
+def write_notebook(path: Path, cells: list[str]) -> None:
+    path.write_text(
+        json.dumps(
+            {
+                "cells": [
+                    {
+                        "cell_type": "code",
+                        "execution_count": None,
+                        "metadata": {},
+                        "outputs": [],
+                        "source": source,
+                    }
+                    for source in cells
+                ],
+                "metadata": {
+                    "kernelspec": {
+                        "display_name": "Python 3",
+                        "language": "python",
+                        "name": "python3",
+                    }
+                },
+                "nbformat": 4,
+                "nbformat_minor": 5,
+            }
+        )
+    )
+
+
+def printed_by(lab: Lab, code: str) -> str:
+    """Run ``code`` in a new last cell; what it printed (the cell is deleted after)."""
+    lab.page.evaluate(
+        """(code) => {
+            const nb = window.jupyterapp.shell.currentWidget.content;
+            nb.activeCellIndex = nb.widgets.length - 1;
+            window.jupyterapp.commands.execute('notebook:insert-cell-below');
+            nb.activeCell.model.sharedModel.setSource(code);
+        }""",
+        code,
+    )
+    lab.run_command("notebook:run-cell")
+    lab.wait_idle()
+    out = lab.page.locator(".jp-Notebook .jp-CodeCell").last.locator(".jp-OutputArea-output")
+    expect(out).not_to_have_count(0)
+    text = out.first.text_content().strip()
+    lab.run_command("notebook:delete-cell")
+    return text
+
+
+def set_theme(lab: Lab, name: str, light: bool) -> None:
+    lab.page.evaluate(
+        "(t) => window.jupyterapp.commands.execute('apputils:change-theme', {theme: t})", name
+    )
+    lab.page.wait_for_function(
+        "(l) => document.body.dataset.jpThemeLight === l", arg=str(light).lower(), timeout=30_000
+    )
+    lab.page.wait_for_timeout(300)  # the theme's stylesheet applies
+
+
+def test_fit_waits_while_a_field_is_refused_and_the_page_cannot_set_busy(
+    new_lab, jupyter_server: JupyterServer, lab_root: Path
+):
+    write_notebook(lab_root / OWNED_NOTEBOOK, OWNED_CELLS)
+    lab = new_lab()
+    page = lab.page
+    try:
+        lab.open_notebook(OWNED_NOTEBOOK)
+        lab.run_all()
+        assert lab.tracebacks() == []
+        builder = builder_of(lab)
+        fit, fit_branches, branch = (
+            builder.get_by_test_id(t) for t in ("fit", "fit-branches", "branch")
+        )
+        expect(builder.get_by_test_id("plan-run-state")).to_have_text("new", timeout=30_000)
+        expect(fit).to_be_enabled()
+        expect(fit_branches).to_be_enabled()
+
+        # 1. a refused learning rate: every button that takes the form waits, and says why
+        lr = builder.get_by_test_id(f"field-{LR}")
+        lr.fill("-1")
+        lr.press("Enter")
+        expect(builder.get_by_test_id(f"error-{LR}")).to_be_visible(timeout=10_000)
+        expect(lr).to_have_value("-1")
+        for button in (fit, fit_branches, branch):
+            expect(button).to_be_disabled()
+        why = "max lr (train.optim.max_lr) shows a refused value"
+        expect(fit).to_have_attribute("title", re.compile(re.escape(f"Fit waits: {why}")))
+        note = builder.get_by_test_id("fit-blocked")
+        expect(note).to_be_visible()
+        expect(note).to_contain_text(why)
+        # readable in the light theme and in the dark one (white on light pink before)
+        assert lr.evaluate(_CONTRAST) >= 4.5
+        set_theme(lab, "JupyterLab Dark", light=False)
+        dark = lr.evaluate(_CONTRAST)
+        assert dark >= 4.5, dark
+        # a width past the form's limit is refused with the limit named, nothing built
+        dims = builder.get_by_test_id("field-net.hidden_dims")
+        dims.fill("30000000")
+        dims.press("Enter")
+        expect(builder.get_by_test_id("error-net.hidden_dims")).to_contain_text(
+            "each value at most 65,536 in this form", timeout=10_000
+        )
+        expect(note).to_contain_text("hidden dims (net.hidden_dims)")
+        dims.fill("8")
+        dims.press("Enter")
+        lr.fill("0.004")
+        lr.press("Enter")
+        expect(note).to_be_hidden(timeout=10_000)
+        for button in (fit, fit_branches, branch):
+            expect(button).to_be_enabled()
+        expect(builder.get_by_test_id("plan-run-state")).to_have_text("new", timeout=30_000)
+
+        # 2. the page sets busy, which the kernel owns: refused, the preview goes on
+        comm_id = printed_by(lab, "print(builder.model_id)")
+        page.evaluate(_PAGE_SETS, {"commId": comm_id, "state": {"busy": "fit"}})
+        page.wait_for_timeout(1000)
+        assert printed_by(lab, "print(repr(builder.busy), builder.run_state)") == "'' ready"
+        expect(fit).to_be_enabled()
+        expect(builder).to_have_attribute("data-busy", "")
+        lr.fill("0.005")
+        lr.press("Enter")
+        expect(builder.get_by_test_id("plan-run-state")).to_have_text("new", timeout=30_000)
+        assert "deferred" not in builder.get_by_test_id("plan-run-note").text_content()
+        assert lab.tracebacks() == []
+    finally:
+        with contextlib.suppress(Exception):  # the theme is a setting: the next tests see it
+            set_theme(lab, "JupyterLab Light", light=True)
         jupyter_server.shutdown_kernels()

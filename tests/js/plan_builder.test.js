@@ -1,7 +1,9 @@
 // The PlanBuilder view: a form made from the field descriptions, debounced edits, the
 // kernel's errors next to their field, the run id, the buttons, the monitor drawn inside.
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { inputKind, valueText } from "../../js/plan_builder/fields.js";
+import { readFileSync } from "node:fs";
+import { resolve } from "node:path";
+import { boundText, fieldTitle, inputKind, limitText, valueText } from "../../js/plan_builder/fields.js";
 import { PlanBuilderView } from "../../js/plan_builder/view.js";
 import { builtWidget, byTestId, disposeView, fakeModel, settle, testHost } from "./helpers.js";
 
@@ -228,6 +230,92 @@ describe("the buttons", () => {
     model.set("error", "FileExistsError: run abab exists already");
     expect(q("plan-error").hidden).toBe(false);
     expect(q("plan-error").textContent).toBe("FileExistsError: run abab exists already");
+  });
+});
+
+describe("a refused field", () => {
+  const LR_MSG = "train.optim.max_lr=-1.0: pass a learning rate > 0 that float32 can hold (<= 3.4e38), e.g. 1e-3";
+  const refuse = (model) => {
+    model.set("drafts", { "train.optim.max_lr": "-1" });
+    model.set("errors", { "train.optim.max_lr": LR_MSG });
+  };
+
+  it("turns Fit, Fit branches and Branch off, naming the field, until it is fixed", () => {
+    const model = builderModel({ branch_list: [{ name: "fast", changes: [], problems: 0, current: false }] });
+    view = new PlanBuilderView(model, el);
+    expect([q("fit").disabled, q("fit-branches").disabled, q("branch").disabled]).toEqual([false, false, false]);
+    expect(q("fit-blocked").hidden).toBe(true);
+    refuse(model);
+    expect(input("train.optim.max_lr").value).toBe("-1"); // the form shows what was refused
+    expect([q("fit").disabled, q("fit-branches").disabled, q("branch").disabled]).toEqual([true, true, true]);
+    const why = "max lr (train.optim.max_lr) shows a refused value: fix it first (the plan still holds the last valid value)";
+    expect(q("fit").title).toBe(`Fit waits: ${why}`);
+    expect(q("fit-branches").title).toBe(`Fit branches waits: ${why}`);
+    expect(q("branch").title).toBe(`Branch waits: ${why}`);
+    // said in words under the buttons too (a disabled button's tooltip is easy to miss)
+    expect(q("fit-blocked").hidden).toBe(false);
+    expect(q("fit-blocked").textContent).toBe(`Fit waits: ${why}.`);
+    expect(el.querySelector(".nnx-plan-builder").dataset.blocked).toBe("true");
+    // Enter in the branch name keeps nothing either
+    q("branch-name").value = "new";
+    q("branch-name").dispatchEvent(new KeyboardEvent("keydown", { key: "Enter" }));
+    expect(model.sent.filter((m) => m.content.kind === "branch")).toEqual([]);
+    // the kernel accepts a fixed value: everything is back
+    model.set("errors", {});
+    model.set("drafts", {});
+    expect([q("fit").disabled, q("fit-branches").disabled, q("branch").disabled]).toEqual([false, false, false]);
+    expect(q("fit-blocked").hidden).toBe(true);
+    expect(q("fit").title).toMatch(/^Fit this plan/);
+  });
+
+  it("names every refused field, the processes box included", () => {
+    const model = builderModel();
+    view = new PlanBuilderView(model, el);
+    refuse(model);
+    model.set("errors", { ...model.get("errors"), "net.hidden_dims": "net.hidden_dims=[30000000]: each value at most 65,536 in this form" });
+    model.set("processes_error", "processes='x': type a whole number");
+    expect(q("fit").disabled).toBe(true);
+    expect(q("fit-blocked").textContent).toBe(
+      "Fit waits: max lr (train.optim.max_lr), hidden dims (net.hidden_dims), processes show a refused value: fix them first (the plan still holds the last valid value).",
+    );
+  });
+
+  it("is drawn in the theme's error colours, its text in the theme's own", () => {
+    const css = readFileSync(resolve("js/plan_builder/plan_builder.css"), "utf8");
+    const theme = readFileSync(resolve("js/shared/theme.css"), "utf8");
+    const rule = css.match(/\.nnx-pb-field\[data-state="refused"\] input[^{]*\{([^}]*)\}/);
+    expect(rule).not.toBeNull();
+    expect(rule[1]).toMatch(/background: var\(--nnx-bad-bg\)/);
+    expect(rule[1]).toMatch(/color: var\(--nnx-fg\)/);
+    expect(rule[1]).toMatch(/border-color: var\(--nnx-bad\)/);
+    // the tint JupyterLab gives error outputs, dark in the dark theme: not --jp-error-color3,
+    // which is light pink in both themes (white text on it in the dark one)
+    expect(theme).toMatch(/--nnx-bad-bg: var\(--jp-rendermime-error-background, #[0-9a-f]+\);/);
+    expect(theme).not.toMatch(/--nnx-bad-bg: var\(--jp-error-color3/);
+  });
+
+  it("shows a field's range and the form's own limit in its tooltip", () => {
+    const bound = { low: 1, high: 2 ** 53 - 1, low_open: false, high_open: false, form_high: 100000, form_items: null, text: "1 to 2**53 - 1" };
+    const f = field("train.n_epochs", "int", { bound });
+    expect(boundText(f)).toBe("1 to 2**53 - 1; at most 100,000 in this form");
+    expect(fieldTitle(f)).toBe("train.n_epochs (X.n_epochs); changes the run id; 1 to 2**53 - 1; at most 100,000 in this form");
+    expect(boundText(field("net.hidden_dims", "int_list", { bound: { ...bound, form_high: 65536, form_items: 64 } }))).toBe(
+      "1 to 2**53 - 1; at most 65,536 in this form; at most 64 items in this form",
+    );
+    expect(limitText(3.4028234663852886e38)).toBe("3.4e38");
+    expect(fieldTitle(field("model.loss", "choice"))).toBe("model.loss (X.loss); changes the run id");
+  });
+
+  it("a network too large to preview says its id comes at Fit", () => {
+    const model = builderModel();
+    view = new PlanBuilderView(model, el);
+    model.set("run_id", "");
+    model.set("run_state", "large");
+    model.set("run_note", "the network has 360,000,003 parameters: its run id ... is computed when Fit starts");
+    expect(q("plan-run-state").textContent).toBe("at Fit");
+    expect(q("plan-run-state").dataset.state).toBe("large");
+    expect(q("plan-run-id").textContent).toBe("–");
+    expect(q("fit").disabled).toBe(false);
   });
 });
 
