@@ -376,6 +376,31 @@ class NNCheckpoint:
         tree = self.training_state_tree()
         return None if tree is None else TrainingState.from_tree(tree, source=str(self.path))
 
+    def check_fits(self, net: torch.nn.Module) -> None:
+        """Refuse weights that do not fit ``net`` (a tensor missing, extra or of another
+        shape than the network the recipe builds), naming the tensor, before any is
+        copied into it."""
+        path = self.path.parent / str(self.sidecar.get("tensors_file"))
+        expected = net.state_dict()
+        for name in sorted(set(expected) ^ set(self.model_state)):
+            where = "missing from" if name in expected else "not a weight of"
+            raise CheckpointFileError(
+                path,
+                f"header.{_MODEL}{name}",
+                f"is {where} the network its recipe builds",
+                fix=_FIX,
+            )
+        for name, tensor in expected.items():
+            got = tuple(self.model_state[name].shape)
+            if got != tuple(tensor.shape):
+                raise CheckpointFileError(
+                    path,
+                    f"header.{_MODEL}{name}.shape",
+                    f"the network its recipe builds holds {list(tensor.shape)}",
+                    value=list(got),
+                    fix=_FIX,
+                )
+
     @classmethod
     def load(
         cls, run: Any, type: Checkpoints | str = Checkpoints.LAST, runs_root: Any = None

@@ -239,7 +239,7 @@ def _manifest(doc: ManifestFile) -> ExperimentManifest:
         net=doc.net,
         model=doc.model,
         train=doc.train,
-        data={k: _data_ref(v) for k, v in doc.data.items()},
+        data={k: _data_ref(v) for k, v in doc.refs().items()},
         description=doc.description,
     )
 
@@ -365,8 +365,8 @@ def read_provenance(
     manifest's configuration is the one the run recorded (``config``, else the run's
     ``run.yaml``). Any failure is one ``ProvenanceFileError`` (a ``RunRecordError``)."""
     file = Path(path) / PROVENANCE_FILE
-    if not file.is_file():
-        return None
+    if not os.path.lexists(file):
+        return None  # a folder, a pipe or a dangling link in its place is refused below
     doc = read_json_file(file, ProvenanceFile, ProvenanceFileError, fix=_FIX)
     provenance = _provenance(doc)
     if doc.attempt.run_id != run_id:

@@ -16,7 +16,17 @@ import msgspec
 
 from ...errors import RunRecordError
 from .._schema import NonNegativeInt, PositiveInt
-from .reading import HEX64, Label, Problem, Refusal, Text, found, join, plain_problem
+from .reading import (
+    HEX64,
+    Label,
+    Problem,
+    Refusal,
+    Text,
+    each_problem,
+    found,
+    join,
+    plain_problem,
+)
 
 __all__ = [
     "AttemptFile",
@@ -65,14 +75,16 @@ class ManifestFile(msgspec.Struct, forbid_unknown_fields=True):
     net: dict[str, Any] | None
     model: dict[str, Any] | None
     train: dict[str, Any] | None
-    data: dict[Text, DataRefFile]
+    data: dict[Text, Any]  # each entry a DataRefFile, checked by rules() to name its key
     description: Description | None
 
     def rules(self) -> Iterator[Problem]:
         yield from found(plain_problem(getattr(self, k), k) for k in ("net", "model", "train"))
-        for name, ref in self.data.items():
-            for problem in ref.rules():
-                yield problem._replace(field=join(f"data.{name}", problem.field))
+        yield from found([each_problem(self.data, DataRefFile, "data")])
+
+    def refs(self) -> dict[str, DataRefFile]:
+        """The data entries as their shape (after ``rules()`` accepted them)."""
+        return {k: msgspec.convert(v, DataRefFile, strict=True) for k, v in self.data.items()}
 
 
 class AttemptFile(msgspec.Struct, forbid_unknown_fields=True):

@@ -21,7 +21,8 @@ from typing import Annotated, Any, NamedTuple, TypeVar
 
 import msgspec
 
-from .._schema import LIMITS, SchemaError, check, parse_json, read_bounded
+from .. import _schema
+from .._schema import SchemaError, check, parse_json, read_bounded
 
 __all__ = [
     "HEX64",
@@ -32,8 +33,10 @@ __all__ = [
     "Text",
     "check_header",
     "check_shape",
+    "each_problem",
     "found",
     "join",
+    "named",
     "plain_problem",
     "read_file",
     "read_json_file",
@@ -87,28 +90,31 @@ class Refusal(SchemaError):
 
     @classmethod
     def of(cls, exc: SchemaError, *, prefix: str = "", fix: str | None = None) -> Refusal:
-        """``exc`` as this family's error; a missing or unknown key is named as the field."""
-        field, reason = _named(exc.field, exc.reason)
+        """``exc`` as this family's error; a missing or unknown key is named as the field
+        (msgspec names the object that lacks it or holds it)."""
+        field, reason, value = named(exc)
         return cls(
-            exc.path,
-            join(prefix, field),
-            reason,
-            value=exc.value,
-            fix=fix or exc.fix,
-            line=exc.line,
+            exc.path, join(prefix, field), reason, value=value, fix=fix or exc.fix, line=exc.line
         )
+
+
+def named(exc: SchemaError) -> tuple[str, str, Any]:
+    """The field, reason and value of ``exc``, with a missing or unknown key as the field."""
+    field, reason, value = exc.field, exc.reason, exc.value
+    if match := _MISSING.fullmatch(reason):
+        return join(field, match["key"]), "missing: every file of this kind has it", None
+    if match := _UNKNOWN.fullmatch(reason):
+        held = value.get(match["key"]) if isinstance(value, dict) else None
+        return (
+            join(field, match["key"]),
+            "is not a field of this file (nnx_lab never writes it)",
+            held,
+        )
+    return field, reason, value
 
 
 _MISSING = re.compile(r"Object missing required field `(?P<key>[^`]+)`")
 _UNKNOWN = re.compile(r"Object contains unknown field `(?P<key>[^`]+)`")
-
-
-def _named(field: str, reason: str) -> tuple[str, str]:
-    if match := _MISSING.fullmatch(reason):
-        return join(field, match["key"]), "missing: every file of this kind has it"
-    if match := _UNKNOWN.fullmatch(reason):
-        return join(field, match["key"]), "is not a field of this file (nnx_lab never writes it)"
-    return field, reason
 
 
 def join(prefix: str, field: str) -> str:
@@ -132,10 +138,11 @@ def read_file(
     refused without reading it, and a pipe or a device is never opened (a read could
     hang or never end)."""
     path = Path(path)
+    limits = _schema.LIMITS  # looked up now, so a changed limit applies
     cap, name = (
-        (LIMITS.record_bytes, "NNX_MAX_RECORD_BYTES")
+        (limits.record_bytes, "NNX_MAX_RECORD_BYTES")
         if record
-        else (LIMITS.file_bytes, "NNX_MAX_FILE_BYTES")
+        else (limits.file_bytes, "NNX_MAX_FILE_BYTES")
     )
     try:
         info = os.stat(path)
@@ -257,6 +264,21 @@ def repeated(items: Iterable[Any], field: str, what: str = "entry") -> Problem |
                 item,
             )
         first[key] = i
+    return None
+
+
+def each_problem(entries: dict[str, Any], shape: type, field: str) -> Problem | None:
+    """The first entry of a mapping that is not ``shape``, named by its key (msgspec
+    names a mapping's entry ``[...]``, whatever the key), with that shape's rules."""
+    for key, raw in entries.items():
+        where = join(field, key)
+        try:
+            entry = check(raw, shape, "")
+        except SchemaError as exc:
+            inner, reason, value = named(exc)
+            return Problem(join(where, inner), reason, value)
+        for problem in getattr(entry, "rules", list)():
+            return problem._replace(field=join(where, problem.field))
     return None
 
 

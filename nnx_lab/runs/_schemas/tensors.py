@@ -15,8 +15,9 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from .._schema import LIMITS, NonNegativeInt, SchemaError, check, parse_json
-from .reading import Refusal
+from .. import _schema
+from .._schema import NonNegativeInt, SchemaError, check, parse_json
+from .reading import Refusal, each_problem, join
 
 __all__ = ["ITEMSIZE", "TensorEntry", "check_tensors_header"]
 
@@ -49,7 +50,7 @@ class TensorEntry(msgspec.Struct, forbid_unknown_fields=True):
     data_offsets: Annotated[list[NonNegativeInt], msgspec.Meta(min_length=2, max_length=2)]
 
 
-Header = dict[Annotated[str, msgspec.Meta(min_length=1, max_length=4096)], TensorEntry]
+Header = dict[Annotated[str, msgspec.Meta(min_length=1, max_length=4096)], Any]
 
 
 def check_tensors_header(
@@ -69,10 +70,11 @@ def check_tensors_header(
             "header",
             f"declares a {size:,}-byte header in a file of {len(payload):,} bytes",
         )
-    if size > LIMITS.record_bytes:
+    cap = _schema.LIMITS.record_bytes
+    if size > cap:
         raise refuse(
             "header",
-            f"is {size:,} bytes, more than the {LIMITS.record_bytes:,} this reader takes "
+            f"is {size:,} bytes, more than the {cap:,} this reader takes "
             "(raise NNX_MAX_RECORD_BYTES if the file is genuine)",
         )
     try:
@@ -82,7 +84,11 @@ def check_tensors_header(
         metadata = value.pop("__metadata__", None)
         if metadata is not None:
             check(metadata, dict[str, str], path)
-        entries = check(value, Header, path)
+        check(value, Header, path)
+        problem = each_problem(value, TensorEntry, "")
+        if problem is not None:
+            raise refuse(join("header", problem.field), problem.reason, problem.value)
+        entries = {k: msgspec.convert(v, TensorEntry, strict=True) for k, v in value.items()}
     except SchemaError as exc:
         if isinstance(exc, Refusal):
             raise
