@@ -27,8 +27,8 @@ __all__ = ["TENSORS_FILE", "CheckpointFileError", "SidecarFile", "state_problem"
 # What a sidecar may name: a plain file of its folder, as the writer names them.
 TENSORS_FILE = re.compile(r"(last|best)-[0-9]{8,}-[0-9a-f]{8}\.safetensors")
 RunId = Annotated[str, msgspec.Meta(pattern=r"\A[0-9a-f]{32}\Z")]
-# A NumPy dtype of numbers (byte order, kind, width): what split_state writes for arrays.
-_NUMPY_DTYPE = re.compile(r"[<>|=][biuf][1248]")
+# A NumPy dtype of numbers (byte order, kind, width in bytes): what split_state writes.
+_NUMPY_DTYPE = re.compile(r"[<>|=](b1|[iu][1248]|f[248])")
 _TAGS = ("__tensor__", "__ndarray__", "__npscalar__", "__tuple__", "__dict__")
 
 
@@ -113,6 +113,20 @@ def state_problem(tree: Any, field: str, tensors: dict[str, str] | None = None) 
     return None
 
 
+def _scalar_problem(value: Any, dtype: str, where: str) -> Problem | None:
+    """A NumPy scalar's value must be of its dtype's kind and, for integers, in range
+    (NumPy raises OverflowError for ``uint8(300)``)."""
+    kind, bits = dtype[0], 8 * int(dtype[1:])
+    if kind == "b":
+        ok = isinstance(value, bool)
+    elif kind == "f":
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+    else:
+        low, high = (0, 2**bits) if kind == "u" else (-(2 ** (bits - 1)), 2 ** (bits - 1))
+        ok = isinstance(value, int) and not isinstance(value, bool) and low <= value < high
+    return None if ok else Problem(where, f"is not a value of dtype {dtype}", value)
+
+
 def _tagged(node: dict, tag: str, where: str, tensors: dict[str, str] | None) -> Problem | None:
     value = node[tag]
     extra = set(node) - {tag, "dtype"}
@@ -129,8 +143,8 @@ def _tagged(node: dict, tag: str, where: str, tensors: dict[str, str] | None) ->
         dtype = node.get("dtype")
         if not isinstance(dtype, str) or not _NUMPY_DTYPE.fullmatch(dtype):
             return Problem(f"{where[: -len(tag)]}dtype", "is not a NumPy dtype of numbers", dtype)
-    if tag == "__npscalar__" and not isinstance(value, int | float):
-        return Problem(where, "a NumPy scalar is a number", value)
+    if tag == "__npscalar__":
+        return _scalar_problem(value, node["dtype"][1:], where)
     if tag == "__tuple__" and not isinstance(value, list):
         return Problem(where, "a tuple is saved as a list", value)
     if tag == "__dict__":

@@ -83,6 +83,16 @@ SIDECAR_CASES = {
         "training_state.rng.numpy.__tuple__[1].dtype",
         "not a NumPy dtype",
     ),
+    "an array of a dtype NumPy lacks": (
+        _set("training_state.rng.numpy.__tuple__.1.dtype", "<f1"),
+        "training_state.rng.numpy.__tuple__[1].dtype",
+        "not a NumPy dtype",
+    ),
+    "a NumPy scalar out of its range": (
+        _set("training_state.best_value", {"__npscalar__": 300, "dtype": "|u1"}),
+        "training_state.best_value.__npscalar__",
+        "not a value of dtype u1",
+    ),
     "a dict not of pairs": (
         _set("training_state.optimizer.state.__dict__", [[0]]),
         "training_state.optimizer.state.__dict__",

@@ -115,7 +115,7 @@ def read_only(written, tmp_path):
     src, run_id = written
     make = _mount_read_only if os.geteuid() == 0 else _chmod_read_only
     with make(src, tmp_path / "ro") as root:
-        with pytest.raises(OSError, match="Read-only file system|Permission denied"):
+        with pytest.raises(OSError, match=r"Read-only file system|Permission denied"):
             (root / "runs" / run_id / "probe").write_text("x")
         yield root, run_id
 
