@@ -70,12 +70,13 @@ def check_tensors_header(
             "header",
             f"declares a {size:,}-byte header in a file of {len(payload):,} bytes",
         )
-    cap = _schema.LIMITS.record_bytes
+    # ~100 bytes a tensor: a large model with its optimizer state needs megabytes
+    cap = _schema.LIMITS.file_bytes
     if size > cap:
         raise refuse(
             "header",
             f"is {size:,} bytes, more than the {cap:,} this reader takes "
-            "(raise NNX_MAX_RECORD_BYTES if the file is genuine)",
+            "(raise NNX_MAX_FILE_BYTES if the file is genuine)",
         )
     try:
         value = parse_json(payload[8 : 8 + size], path)
