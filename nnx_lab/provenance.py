@@ -18,15 +18,13 @@ without a manifest has ``run.provenance is None``. Loads no torch.
 
 from .runs._provenance import (
     Attempt,
-    Comparison,
-    Difference,
     Digest,
     ExperimentManifest,
     Provenance,
-    compare,
     hash_bytes,
     hash_file,
 )
+from .runs._provenance_compare import Comparison, Difference, compare
 
 __all__ = [
     "Attempt",

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import AbstentionError, ConfigError
-from ..runs import DocumentType
+from ..runs import DocumentType, PolicyFile
 from ._bound import guaranteed_threshold
 from ._curve import RiskCoverageCurve, curve_from
 from ._inputs import check_kind, distribution, scores, targets, unique_ids
@@ -286,68 +286,31 @@ class AbstentionPolicy:
 
     @classmethod
     def load(cls, path: str | Path) -> AbstentionPolicy:
-        """Read a saved policy; every field is checked (a tampered file is refused)."""
-        data = FILE.load(path)
-        try:
-            kind, threshold = data["kind"], data["threshold"]
-            ceiling, n_classes, labels = data["risk_ceiling"], data["n_classes"], data["labels"]
-            model_id, splits = data["model_id"], data["splits"]
-            calibration, validation = data["calibration"], data["validation"]
-            split_id, test_split_id = splits["validation"], splits["test"]
-            calibrated, temperature = calibration["calibrated"], calibration["temperature"]
-            guarantee = data["guarantee"]
-        except (KeyError, TypeError) as exc:
-            raise FILE.error(path, str(exc.args[0]) if exc.args else "content", "missing") from None
-        if kind not in ("max_probability", "margin"):
-            raise FILE.error(path, "kind", kind)
-        if (
-            isinstance(threshold, bool)
-            or not isinstance(threshold, int | float)
-            or not math.isfinite(threshold)
-            or not 0 <= threshold <= 1
-        ):
-            raise FILE.error(path, "threshold", threshold)
-        if (
-            isinstance(ceiling, bool)
-            or not isinstance(ceiling, int | float)
-            or not 0 <= ceiling <= 1
-        ):
-            raise FILE.error(path, "risk_ceiling", ceiling)
-        if isinstance(n_classes, bool) or not isinstance(n_classes, int) or n_classes < 2:
-            raise FILE.error(path, "n_classes", n_classes)
-        if labels is not None and (not isinstance(labels, list) or len(labels) != n_classes):
-            raise FILE.error(path, "labels", labels)
-        if not isinstance(calibrated, bool):
-            raise FILE.error(path, "calibration.calibrated", calibrated)
-        if calibrated and (
-            isinstance(temperature, bool)
-            or not isinstance(temperature, int | float)
-            or not temperature > 0
-        ):
-            raise FILE.error(path, "calibration.temperature", temperature)
-        if not isinstance(split_id, str) or not isinstance(validation, dict):
-            raise FILE.error(path, "splits.validation", split_id)
-        level = bound = None
-        if guarantee is not None:
-            if not isinstance(guarantee, dict):
-                raise FILE.error(path, "guarantee", guarantee)
-            level, bound = guarantee.get("level"), guarantee.get("risk_bound")
-            if not isinstance(level, float) or not 0 < level < 1:
-                raise FILE.error(path, "guarantee.level", level)
+        """Read a saved policy. The file passes its one strict shape first
+        (``PolicyFile``): a tampered or hostile file is refused with a
+        ``DocumentFileError`` (a ``ConfigError``) naming the file and the field."""
+        doc = FILE.load(path, PolicyFile)
+        val = doc.validation
         return cls(
-            kind=kind,
-            threshold=float(threshold),
-            risk_ceiling=float(ceiling),
-            n_classes=n_classes,
-            labels=None if labels is None else tuple(labels),
-            model_id=model_id,
-            split_id=split_id,
-            test_split_id=test_split_id,
-            calibrated=calibrated,
-            temperature=None if temperature is None else float(temperature),
-            validation=validation,
-            guarantee=level,
-            risk_bound=bound,
+            kind=doc.kind,
+            threshold=doc.threshold,
+            risk_ceiling=doc.risk_ceiling,
+            n_classes=doc.n_classes,
+            labels=None if doc.labels is None else tuple(doc.labels),
+            model_id=doc.model_id,
+            split_id=doc.splits.validation,
+            test_split_id=doc.splits.test,
+            calibrated=doc.calibration.calibrated,
+            temperature=doc.calibration.temperature,
+            validation={
+                "coverage": val.coverage,
+                "risk": val.risk,
+                "accepted": val.accepted,
+                "errors": val.errors,
+                "total": val.total,
+            },
+            guarantee=None if doc.guarantee is None else doc.guarantee.level,
+            risk_bound=None if doc.guarantee is None else doc.guarantee.risk_bound,
         )
 
     # -- applying -----------------------------------------------------------------------------

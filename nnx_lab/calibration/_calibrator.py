@@ -14,7 +14,7 @@ import torch
 from ..engine.data import tensor_digest
 from ..engine.probabilities import ProbabilitySpec, prediction_from_logits
 from ..errors import ConfigError
-from ..runs import DocumentType
+from ..runs import CalibratorFile, DocumentType
 from ._inputs import check_overrides, check_prediction, check_text
 from ._prediction import CalibratedPrediction
 from ._report import CalibrationReport, check_bins, report_calibrated
@@ -135,54 +135,26 @@ class TemperatureCalibrator:
 
     @classmethod
     def load(cls, path: str | Path) -> TemperatureCalibrator:
-        """Read a saved calibrator; every field is checked (a tampered file is refused)."""
-        data = FILE.load(path)
-        try:
-            spec = ProbabilitySpec.from_state(data["spec"])
-        except KeyError:
-            raise FILE.error(path, "spec", "missing") from None
-        except ValueError as exc:
-            raise FILE.error(path, "spec", str(exc)) from None
-        try:
-            splits, fit = data["splits"], data["fit"]
-            fields = {
-                "temperature": data["temperature"],
-                "n_outputs": data["n_outputs"],
-                "model_id": data["model_id"],
-                "split_id": splits["calibration"],
-                "train_split_id": splits["train"],
-                "test_split_id": splits["test"],
-                "rows": fit["rows"],
-                "nll_before": fit["nll_before"],
-                "nll_after": fit["nll_after"],
-                "iterations": fit["iterations"],
-            }
-        except KeyError as exc:
-            raise FILE.error(path, str(exc.args[0]), "missing") from None
-        except TypeError as exc:
-            raise FILE.error(path, "content", str(exc)) from None
-        for key in ("model_id", "split_id"):
-            if not isinstance(fields[key], str) or not fields[key]:
-                raise FILE.error(path, key, fields[key])
-        for key in ("train_split_id", "test_split_id"):
-            if fields[key] is not None and not isinstance(fields[key], str):
-                raise FILE.error(path, key, fields[key])
-        for key in ("rows", "iterations", "n_outputs"):
-            if isinstance(fields[key], bool) or not isinstance(fields[key], int):
-                raise FILE.error(path, key, fields[key])
-        for key in ("nll_before", "nll_after"):
-            if isinstance(fields[key], bool) or not isinstance(fields[key], int | float):
-                raise FILE.error(path, key, fields[key])
-        try:
-            return cls(
-                kind=spec.kind,
-                class_axis=spec.class_axis,
-                labels=spec.labels,
-                disjointness=splits.get("disjointness", DISJOINTNESS),
-                **fields,
-            )
-        except ConfigError as exc:
-            raise FILE.error(path, exc.field.split(".")[-1], exc.value) from exc
+        """Read a saved calibrator. The file passes its one strict shape first
+        (``CalibratorFile``): a tampered or hostile file is refused with a
+        ``DocumentFileError`` (a ``ConfigError``) naming the file and the field."""
+        doc = FILE.load(path, CalibratorFile)
+        return cls(
+            temperature=doc.temperature,
+            kind=doc.spec.kind,
+            class_axis=doc.spec.class_axis,
+            labels=None if doc.spec.labels is None else tuple(doc.spec.labels),
+            n_outputs=doc.n_outputs,
+            model_id=doc.model_id,
+            split_id=doc.splits.calibration,
+            train_split_id=doc.splits.train,
+            test_split_id=doc.splits.test,
+            rows=doc.fit.rows,
+            nll_before=doc.fit.nll_before,
+            nll_after=doc.fit.nll_after,
+            iterations=doc.fit.iterations,
+            disjointness=doc.splits.disjointness,
+        )
 
     # -- applying -----------------------------------------------------------------------------
     def _checked(self, prediction: Any, model_id: Any, override: Any) -> tuple[Any, tuple]:

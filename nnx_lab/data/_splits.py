@@ -21,12 +21,23 @@ from typing import Any
 import numpy as np
 
 from ..errors import SplitError
+from ..runs import (
+    SplitFileError,
+    SplitManifestFile,
+    atomic_write_json,
+    check_header,
+    check_shape,
+    read_json_file,
+)
 
 __all__ = ["SPLITS", "STRATEGIES", "SplitError", "SplitManifest", "plan_split"]
 
 SPLITS = ("train", "val", "test")
 STRATEGIES = ("random", "group", "stratified", "chronological")
 _VERSION = 1
+_HEADER = ("kind", "nnx_lab.SplitManifest", _VERSION)
+_FIX = "this is not a split manifest nnx_lab saved, or it was altered; plan the split again"
+_REDO = "plan the split again and save it with this nnx_lab"
 
 
 def _plain(value: Any, what: str) -> Any:
@@ -88,34 +99,46 @@ class SplitManifest:
         return hashlib.sha256(text.encode()).hexdigest()
 
     def save(self, path: str | os.PathLike[str]) -> Path:
-        from ..runs import atomic_write_json
-
         path = Path(path)
         atomic_write_json(path, self.state())
         return path
 
     @classmethod
-    def from_state(cls, state: dict[str, Any]) -> SplitManifest:
-        if not isinstance(state, dict) or state.get("kind") != "nnx_lab.SplitManifest":
-            raise SplitError("not a split manifest (kind != 'nnx_lab.SplitManifest')")
-        if state.get("version") != _VERSION:
-            raise SplitError(f"split manifest version {state.get('version')!r}; this reads 1")
-        return cls(
-            train=tuple(state.get("train", ())),
-            val=tuple(state.get("val", ())),
-            test=tuple(state.get("test", ())),
-            excluded=tuple(state.get("excluded", ())),
-            strategy=str(state.get("strategy", "explicit")),
-            params=dict(state.get("params") or {}),
-        )
+    def from_state(
+        cls, state: Any, source: str | os.PathLike[str] = "split manifest state"
+    ) -> SplitManifest:
+        """The manifest of ``state()`` output, checked as strictly as a file
+        (``SplitManifestFile``); ``source`` names it in a refusal."""
+        check_header(state, source, SplitFileError, _HEADER, fix=_FIX, redo=_REDO)
+        doc = check_shape(state, SplitManifestFile, source, SplitFileError, fix=_FIX)
+        return cls._from_file(doc)
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> SplitManifest:
-        try:
-            state = json.loads(Path(path).read_text())
-        except (OSError, ValueError) as exc:
-            raise SplitError(f"{path}: cannot read a split manifest ({exc})") from None
-        return cls.from_state(state)
+        """Read a saved manifest. Every split must be there, as a list of ids, each id in
+        one split only; anything else is one ``SplitFileError`` (a ``SplitError``)
+        naming the file and the field."""
+        doc = read_json_file(
+            path,
+            SplitManifestFile,
+            SplitFileError,
+            fix=_FIX,
+            header=_HEADER,
+            redo=_REDO,
+            missing_fix="pass the path save() wrote",
+        )
+        return cls._from_file(doc)
+
+    @classmethod
+    def _from_file(cls, doc: SplitManifestFile) -> SplitManifest:
+        return cls(
+            train=tuple(doc.train),
+            val=tuple(doc.val),
+            test=tuple(doc.test),
+            excluded=tuple(doc.excluded),
+            strategy=doc.strategy,
+            params=doc.params,
+        )
 
 
 def _proportions(proportions: Any) -> tuple[float, float, float]:

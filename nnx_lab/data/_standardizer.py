@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -11,10 +10,21 @@ from typing import Any
 import numpy as np
 
 from ..errors import StandardizerError
+from ..runs import (
+    StandardizerFile,
+    StandardizerFileError,
+    atomic_write_json,
+    check_header,
+    check_shape,
+    read_json_file,
+)
 
 __all__ = ["Standardizer", "StandardizerError"]
 
 _VERSION = 1
+_HEADER = ("kind", "nnx_lab.Standardizer", _VERSION)
+_FIX = "this is not a standardizer nnx_lab saved, or it was altered; fit it again and save it"
+_REDO = "fit the standardizer again and save it with this nnx_lab"
 
 
 class Standardizer:
@@ -80,31 +90,35 @@ class Standardizer:
         }
 
     def save(self, path: str | os.PathLike[str]) -> Path:
-        from ..runs import atomic_write_json
-
         path = Path(path)
         atomic_write_json(path, self.state())
         return path
 
     @classmethod
-    def from_state(cls, state: dict[str, Any]) -> Standardizer:
-        if not isinstance(state, dict) or state.get("kind") != "nnx_lab.Standardizer":
-            raise StandardizerError("not a Standardizer state (kind != 'nnx_lab.Standardizer')")
-        if state.get("version") != _VERSION:
-            raise StandardizerError(
-                f"Standardizer state version {state.get('version')!r}; this nnx_lab reads "
-                f"{_VERSION}"
-            )
-        return cls(state["columns"], state["mean"], state["std"])
+    def from_state(
+        cls, state: Any, source: str | os.PathLike[str] = "standardizer state"
+    ) -> Standardizer:
+        """The standardizer of ``state()`` output, checked as strictly as a file
+        (``StandardizerFile``); ``source`` names it in a refusal."""
+        check_header(state, source, StandardizerFileError, _HEADER, fix=_FIX, redo=_REDO)
+        doc = check_shape(state, StandardizerFile, source, StandardizerFileError, fix=_FIX)
+        return cls(doc.columns, doc.mean, doc.std)
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> Standardizer:
-        """Read a saved standardizer; it is never refitted."""
-        try:
-            state = json.loads(Path(path).read_text())
-        except (OSError, ValueError) as exc:
-            raise StandardizerError(f"{path}: cannot read a standardizer ({exc})") from None
-        return cls.from_state(state)
+        """Read a saved standardizer; it is never refitted. Its columns must be a list of
+        distinct names, with one finite mean and one positive finite spread each;
+        anything else is one ``StandardizerFileError`` (a ``StandardizerError``)."""
+        doc = read_json_file(
+            path,
+            StandardizerFile,
+            StandardizerFileError,
+            fix=_FIX,
+            header=_HEADER,
+            redo=_REDO,
+            missing_fix="pass the path save() wrote",
+        )
+        return cls(doc.columns, doc.mean, doc.std)
 
     def __eq__(self, other: object) -> bool:
         return (

@@ -13,8 +13,8 @@ import contextlib
 import hashlib
 import json
 import os
-import re
 import shutil
+import stat
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -27,14 +27,23 @@ from safetensors.torch import load as st_load
 from ..errors import CheckpointCorruptError
 from ..runs import (
     FORMAT_VERSION,
+    TENSORS_FILE,
+    CheckpointFileError,
+    SchemaError,
+    SidecarFile,
     atomic_write_bytes,
     canonical_json,
+    check_shape,
+    check_tensors_header,
     file_lock,
+    parse_json,
+    read_file,
     read_json,
     read_record,
     resolve_runs_root,
     run_dir,
     run_id_for,
+    state_problem,
 )
 from ._codec import join_state, split_state
 from .enums import Checkpoints, coerce_enum
@@ -50,7 +59,7 @@ _MODEL = "model."
 
 # What a sidecar may name: a plain file of this folder, as the writer names them. Any
 # other name (a path, "..", another file) is refused on read and never deleted.
-_TENSORS_FILE = re.compile(r"(last|best)-[0-9]{8,}-[0-9a-f]{8}\.safetensors")
+_TENSORS_FILE = TENSORS_FILE
 
 
 def _checkpoint_folder(run_dir: Path) -> Path:
@@ -142,48 +151,138 @@ def _sidecar_bytes(sidecar: dict[str, Any]) -> bytes:
     return (json.dumps(sidecar, separators=(",", ":"), allow_nan=True) + "\n").encode()
 
 
-def _read_sidecar(path: Path, type_: str, run_id: str) -> dict[str, Any]:
-    """Parse and verify the ``type_`` sidecar of run ``run_id``.
+_FIX = "the checkpoint was not loaded. Resume from the other checkpoint type, or retrain"
+# How often a reader starts over when a writer commits a newer checkpoint meanwhile.
+_READ_ATTEMPTS = 5
 
-    A torn or edited sidecar, one without its own checksum, one of another type (BEST
-    copied over LAST) or of another run (copied in from elsewhere), and one that names
-    anything but a plain tensors file of its folder raise CheckpointCorruptError.
+
+def _read_sidecar(path: Path, type_: str, run_id: str) -> tuple[dict[str, Any], SidecarFile]:
+    """Parse and verify the ``type_`` sidecar of run ``run_id``: its plain JSON (what
+    ``NNCheckpoint.sidecar`` holds) and its checked shape.
+
+    The bytes pass the strict shape first (``SidecarFile``: sizes, nesting, types,
+    ranges, the tensors file a plain name of this folder, a well-formed training state).
+    Then a sidecar without its own checksum or whose content does not match it, one of
+    another type (BEST copied over LAST) or of another run (copied in from elsewhere) is
+    refused. Every refusal is a ``CheckpointFileError`` (a CheckpointCorruptError).
     """
-    fix = "the checkpoint was not loaded. Resume from the other checkpoint type, or retrain"
+
+    def refuse(field: str, reason: str, text: str, value: Any = None) -> CheckpointFileError:
+        return CheckpointFileError(path, field, reason, value=value, fix=_FIX, text=text)
+
+    data = read_file(path, CheckpointFileError, missing_fix=_FIX)
     try:
-        sidecar = json.loads(path.read_bytes().decode("utf-8"))
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise CheckpointCorruptError(f"{path} is corrupted or truncated ({exc}); {fix}") from None
-    if not isinstance(sidecar, dict) or "tensors_file" not in sidecar or "sha256" not in sidecar:
-        raise CheckpointCorruptError(
-            f"{path} is not a checkpoint sidecar (no tensors_file/sha256); {fix}"
+        sidecar = parse_json(data, path)
+    except SchemaError as exc:
+        text = f"{path} is corrupted or truncated ({exc.reason}); {_FIX}"
+        raise refuse("", exc.reason, text) from None
+    if not isinstance(sidecar, dict):
+        what = type(sidecar).__name__
+        raise refuse("", f"a JSON {what}", f"{path} is not a checkpoint sidecar; {_FIX}")
+    doc = check_shape(sidecar, SidecarFile, path, CheckpointFileError, fix=_FIX)
+    if doc.sidecar_sha256 is None:
+        raise refuse(
+            "sidecar_sha256",
+            "missing",
+            f"{path} carries no checksum of its own (sidecar_sha256); {_FIX}",
         )
-    recorded = sidecar.get("sidecar_sha256")
-    if recorded is None:
-        raise CheckpointCorruptError(
-            f"{path} carries no checksum of its own (sidecar_sha256); {fix}"
+    if doc.sidecar_sha256 != _sidecar_digest(sidecar):
+        raise refuse(
+            "sidecar_sha256",
+            "does not match the content",
+            f"{path} is corrupted: its content does not match the SHA-256 it recorded; {_FIX}",
         )
-    if recorded != _sidecar_digest(sidecar):
-        raise CheckpointCorruptError(
-            f"{path} is corrupted: its content does not match the SHA-256 it recorded; {fix}"
+    if doc.type != type_:
+        raise refuse(
+            "type",
+            f"is not {type_!r}",
+            f"{path} is a {doc.type.upper()} checkpoint, not {type_.upper()} (was it copied "
+            f"over?); {_FIX}",
+            doc.type,
         )
-    if sidecar.get("type") != type_:
-        raise CheckpointCorruptError(
-            f"{path} is a {str(sidecar.get('type')).upper()} checkpoint, not {type_.upper()} "
-            f"(was it copied over?); {fix}"
+    if doc.run_id != run_id:
+        raise refuse(
+            "run_id",
+            f"is not {run_id}",
+            f"{path} belongs to run {doc.run_id!r}, not {run_id} (was it copied in from "
+            f"another run?); {_FIX}",
+            doc.run_id,
         )
-    if sidecar.get("run_id") != run_id:
-        raise CheckpointCorruptError(
-            f"{path} belongs to run {sidecar.get('run_id')!r}, not {run_id} (was it copied in "
-            f"from another run?); {fix}"
-        )
-    name = sidecar["tensors_file"]
-    if not isinstance(name, str) or _TENSORS_FILE.fullmatch(name) is None:
-        raise CheckpointCorruptError(
-            f"{path} names {name!r} as its tensors file; a sidecar may only name a tensors "
-            f"file of its own folder; {fix}"
-        )
-    return sidecar
+    return sidecar, doc
+
+
+def _read_tensors(path: Path) -> bytes | None:
+    """The bytes of a plain tensors file, or None when it is gone. Opened without
+    following a link and without blocking (a pipe in its place never hangs the reader)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise CheckpointFileError(
+            path, "", f"cannot be opened as a plain file ({exc.strerror})", fix=_FIX
+        ) from None
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+            raise CheckpointFileError(path, "", "is not a plain file", fix=_FIX)
+        return fh.read()
+
+
+def _read_committed(path: Path, type_: str, run_id: str) -> tuple[dict, SidecarFile, bytes]:
+    """A sidecar and the tensors it commits, read without any lock (a reader never
+    writes, so a read-only runs root loads).
+
+    It stays consistent with a writer because the writer never changes a file in place:
+    it writes a new, uniquely named tensors file, replaces the sidecar atomically, and
+    only then removes the tensors file the old sidecar named. A reader that opened the
+    old file keeps reading it (and its SHA-256 matches the old sidecar it read); one that
+    finds it gone re-reads the sidecar, which by then names the new file.
+    """
+    for _ in range(_READ_ATTEMPTS):
+        sidecar, doc = _read_sidecar(path, type_, run_id)
+        tensors_path = path.parent / doc.tensors_file
+        payload = _read_tensors(tensors_path)
+        if payload is not None:
+            return sidecar, doc, payload
+        if _read_sidecar(path, type_, run_id)[1].tensors_file == doc.tensors_file:
+            raise CheckpointCorruptError(
+                f"{tensors_path} named by {path} is missing; the checkpoint cannot be loaded"
+            )
+    raise CheckpointCorruptError(
+        f"{path} changed {_READ_ATTEMPTS} times while it was read (a writer commits "
+        "checkpoints faster than they can be read); load it again"
+    )
+
+
+def _tensors(
+    payload: bytes, path: Path, sidecar_path: Path, doc: SidecarFile
+) -> dict[str, torch.Tensor]:
+    """The tensors of ``payload``, once its header describes exactly its bytes and holds
+    every tensor the training state refers to; nothing is decoded before that."""
+    entries = check_tensors_header(payload, path, CheckpointFileError, fix=_FIX)
+    if doc.training_state is not None:
+        dtypes = {name: entry.dtype for name, entry in entries.items()}
+        problem = state_problem(doc.training_state, "training_state", dtypes)
+        if problem is not None:
+            raise CheckpointFileError(
+                sidecar_path, problem.field, problem.reason, value=problem.value, fix=_FIX
+            )
+    try:
+        return st_load(payload)
+    except Exception as exc:  # the safetensors parser's own refusal, whatever its class
+        raise CheckpointFileError(
+            path, "", f"is not a safetensors file ({exc})", fix=_FIX
+        ) from None
+
+
+def _recipe(kind: Any, value: dict[str, Any], field: str, path: Path) -> Any:
+    """The sidecar's ``net_params`` / ``model_params`` as params, or its refusal."""
+    try:
+        return kind.from_json(value)
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise CheckpointFileError(
+            path, field, f"is not a recipe nnx_lab can build ({exc})", fix=_FIX
+        ) from None
 
 
 def _check_recipe(run_dir: Path, run_id: str, sidecar: dict[str, Any], path: Path) -> None:
@@ -277,6 +376,31 @@ class NNCheckpoint:
         tree = self.training_state_tree()
         return None if tree is None else TrainingState.from_tree(tree, source=str(self.path))
 
+    def check_fits(self, net: torch.nn.Module) -> None:
+        """Refuse weights that do not fit ``net`` (a tensor missing, extra or of another
+        shape than the network the recipe builds), naming the tensor, before any is
+        copied into it."""
+        path = self.path.parent / str(self.sidecar.get("tensors_file"))
+        expected = net.state_dict()
+        for name in sorted(set(expected) ^ set(self.model_state)):
+            where = "missing from" if name in expected else "not a weight of"
+            raise CheckpointFileError(
+                path,
+                f"header.{_MODEL}{name}",
+                f"is {where} the network its recipe builds",
+                fix=_FIX,
+            )
+        for name, tensor in expected.items():
+            got = tuple(self.model_state[name].shape)
+            if got != tuple(tensor.shape):
+                raise CheckpointFileError(
+                    path,
+                    f"header.{_MODEL}{name}.shape",
+                    f"the network its recipe builds holds {list(tensor.shape)}",
+                    value=list(got),
+                    fix=_FIX,
+                )
+
     @classmethod
     def load(
         cls, run: Any, type: Checkpoints | str = Checkpoints.LAST, runs_root: Any = None
@@ -290,33 +414,25 @@ class NNCheckpoint:
                 f"run {run_id} has no {type_.name} checkpoint (looked for {sidecar_path}); "
                 "check the run id and runs_root, or train the run first"
             )
-        with file_lock(run_dir / ".lock"):
-            sidecar = _read_sidecar(sidecar_path, type_.value, run_id)
-            _check_recipe(run_dir, run_id, sidecar, sidecar_path)
-            tensors_path = sidecar_path.parent / sidecar["tensors_file"]
-            try:
-                payload = tensors_path.read_bytes()
-            except FileNotFoundError:
-                raise CheckpointCorruptError(
-                    f"{tensors_path} named by {sidecar_path} is missing; the checkpoint "
-                    "cannot be loaded"
-                ) from None
+        sidecar, doc, payload = _read_committed(sidecar_path, type_.value, run_id)
+        _check_recipe(run_dir, run_id, sidecar, sidecar_path)
+        tensors_path = sidecar_path.parent / doc.tensors_file
         digest = hashlib.sha256(payload).hexdigest()
-        if digest != sidecar["sha256"]:
+        if digest != doc.sha256:
             raise CheckpointCorruptError(
                 f"{tensors_path} is corrupted or truncated: its SHA-256 {digest[:12]}... does "
-                f"not match {sidecar['sha256'][:12]}... recorded in {sidecar_path}; it was not "
+                f"not match {doc.sha256[:12]}... recorded in {sidecar_path}; it was not "
                 "loaded. Resume from the other checkpoint type, or retrain"
             )
-        tensors = st_load(payload)
+        tensors = _tensors(payload, tensors_path, sidecar_path, doc)
         return cls(
             run_id=run_id,
             type=type_,
             path=sidecar_path,
-            epoch=int(sidecar.get("epoch", 0)),
-            step=int(sidecar.get("step", 0)),
-            net_params=NNParams.from_json(sidecar["net_params"]),
-            model_params=NNModelParams.from_json(sidecar["model_params"]),
+            epoch=doc.epoch,
+            step=doc.step,
+            net_params=_recipe(NNParams, doc.net_params, "net_params", sidecar_path),
+            model_params=_recipe(NNModelParams, doc.model_params, "model_params", sidecar_path),
             model_state={k[len(_MODEL) :]: v for k, v in tensors.items() if k.startswith(_MODEL)},
             sidecar=sidecar,
             _tensors=tensors,

@@ -435,5 +435,6 @@ class NNModel:
         if changes:
             mp = mp.replace(**changes)
         model = cls(net_params=checkpoint.net_params, params=mp)
+        checkpoint.check_fits(model.net)  # a lying header is refused, naming the tensor
         model.net.load_state_dict(checkpoint.model_state)
         return model

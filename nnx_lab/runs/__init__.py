@@ -18,7 +18,7 @@ from ._compare import (
     compare_records,
 )
 from ._control import STOP_REQUEST, read_stop_request, request_stop
-from ._document import DocumentType
+from ._document import DocumentFileError, DocumentType
 from ._drift_record import (
     BINDING_FILE,
     ENVIRONMENT_KEYS,
@@ -65,6 +65,7 @@ from ._provenance import (
     PROVENANCE_FILE,
     ExperimentManifest,
     Provenance,
+    ProvenanceFileError,
     check_manifest,
     read_provenance,
     record_attempt,
@@ -80,7 +81,17 @@ from ._records import (
     writer_alive,
     writer_identity,
 )
-from ._schema import SchemaError
+from ._schema import SchemaError, parse_json
+from ._schemas.data import (
+    SplitFileError,
+    SplitManifestFile,
+    StandardizerFile,
+    StandardizerFileError,
+)
+from ._schemas.documents import CalibratorFile, PolicyFile
+from ._schemas.reading import check_header, check_shape, read_file, read_json_file
+from ._schemas.sidecar import TENSORS_FILE, CheckpointFileError, SidecarFile, state_problem
+from ._schemas.tensors import check_tensors_header
 
 __all__ = [
     "ABSENT",
@@ -99,7 +110,11 @@ __all__ = [
     "RUN_KNOBS",
     "STALE_AFTER_S",
     "STOP_REQUEST",
+    "TENSORS_FILE",
+    "CalibratorFile",
+    "CheckpointFileError",
     "CheckpointWritten",
+    "DocumentFileError",
     "DocumentType",
     "DriftReport",
     "DriftRow",
@@ -110,13 +125,20 @@ __all__ = [
     "JsonlReader",
     "LogDamagedError",
     "LogFollower",
+    "PolicyFile",
     "Provenance",
+    "ProvenanceFileError",
     "Record",
     "RunEnding",
     "RunFinished",
     "RunRecordError",
     "RunStarted",
     "SchemaError",
+    "SidecarFile",
+    "SplitFileError",
+    "SplitManifestFile",
+    "StandardizerFile",
+    "StandardizerFileError",
     "StepEnded",
     "StepMetrics",
     "StepRecord",
@@ -127,7 +149,10 @@ __all__ = [
     "atomic_write_json",
     "atomic_write_yaml",
     "canonical_json",
+    "check_header",
     "check_manifest",
+    "check_shape",
+    "check_tensors_header",
     "compare_many",
     "compare_records",
     "config_report_enabled",
@@ -144,8 +169,11 @@ __all__ = [
     "list_runs",
     "locate_run",
     "metadata_row",
+    "parse_json",
     "parse_record",
+    "read_file",
     "read_json",
+    "read_json_file",
     "read_jsonl",
     "read_plan_file",
     "read_provenance",
@@ -159,6 +187,7 @@ __all__ = [
     "run_record",
     "run_rows",
     "set_config_report",
+    "state_problem",
     "validate_run_id",
     "writer_alive",
     "writer_identity",

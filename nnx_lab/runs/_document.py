@@ -1,22 +1,27 @@
 """Saved JSON documents: a file the user names (a calibrator, an abstention policy),
-written atomically and read back with its format and version checked.
+written atomically and read back through its one strict shape.
 
 A document is data: reading one parses JSON and checks it, nothing in it is imported or
-called. Each kind of document names its ``format`` and ``version``; what a reader does
-with the fields is its own (the kind's errors help it say so, with the file and the fix).
+called. Each kind of document names its ``format`` and ``version`` and declares its
+shape (``runs/_schemas/documents.py``); ``load`` returns the typed value or raises one
+``DocumentFileError`` (a ``SchemaError`` and a ``ConfigError``) naming the file, the
+field, the value and the fix.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ..errors import ConfigError
 from ._atomic import atomic_write_json
+from ._schemas.documents import DocumentFileError
+from ._schemas.reading import read_json_file
 
-__all__ = ["DocumentType"]
+__all__ = ["DocumentFileError", "DocumentType"]
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -30,17 +35,19 @@ class DocumentType:
     noun: str
     redo: str
 
+    @property
+    def fix(self) -> str:
+        return f"this is not {self.noun} nnx_lab saved, or it was altered; {self.redo}"
+
     def header(self) -> dict[str, Any]:
         """The keys every document of this kind starts with."""
         return {"format": self.format, "version": self.version}
 
-    def error(self, path: str | Path, key: str, value: Any, fix: str | None = None) -> ConfigError:
+    def error(
+        self, path: str | Path, key: str, value: Any, fix: str | None = None
+    ) -> DocumentFileError:
         """A refused field of the file at ``path``."""
-        return ConfigError(
-            f"{path}: {key}",
-            value,
-            fix or f"this is not {self.noun} nnx_lab saved, or it was altered; {self.redo}",
-        )
+        return DocumentFileError(path, key, "refused", value=value, fix=fix or self.fix)
 
     def save(self, path: str | Path, document: dict[str, Any]) -> Path:
         """Write ``document`` to ``path`` atomically (the old file or the new one, never
@@ -55,26 +62,15 @@ class DocumentType:
         atomic_write_json(path, document)
         return path
 
-    def load(self, path: str | Path) -> dict[str, Any]:
-        """The document at ``path``, once it is JSON of this format and version."""
-        path = Path(path)
-        try:
-            data = json.loads(path.read_text())
-        except FileNotFoundError:
-            raise ConfigError(
-                "path", str(path), "no such file; pass the path save() wrote"
-            ) from None
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise self.error(path, "content", f"not JSON ({exc})") from None
-        if not isinstance(data, dict):
-            raise self.error(path, "content", type(data).__name__)
-        if data.get("format") != self.format:
-            raise self.error(path, "format", data.get("format"))
-        if data.get("version") != self.version:
-            raise self.error(
-                path,
-                "version",
-                data.get("version"),
-                f"this nnx_lab reads version {self.version}; {self.redo} with this version",
-            )
-        return data
+    def load(self, path: str | Path, shape: type[T]) -> T:
+        """The document at ``path`` as ``shape``, once it is JSON of this format and
+        version and every field checks out."""
+        return read_json_file(
+            path,
+            shape,
+            DocumentFileError,
+            fix=self.fix,
+            header=("format", self.format, self.version),
+            redo=f"{self.redo} with this version",
+            missing_fix="pass the path save() wrote",
+        )

@@ -25,19 +25,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError, RunRecordError
+from ..errors import ConfigError
 from ._format import canonical_json
+from ._records import read_record
+from ._schemas.provenance import (
+    AttemptFile,
+    DataRefFile,
+    ManifestFile,
+    ProvenanceFile,
+    ProvenanceFileError,
+)
+from ._schemas.reading import check_shape, read_json_file
 
 __all__ = [
     "PROVENANCE_FILE",
     "Attempt",
-    "Comparison",
-    "Difference",
     "Digest",
     "ExperimentManifest",
     "Provenance",
+    "ProvenanceFileError",
     "check_manifest",
-    "compare",
     "hash_bytes",
     "hash_file",
     "read_provenance",
@@ -46,6 +53,16 @@ __all__ = [
 
 PROVENANCE_FILE = "provenance.json"
 _CHUNK = 1 << 20
+_FIX = (
+    "the run's provenance record is damaged or is not this run's; restore the file, or "
+    "delete the run and train it again"
+)
+
+
+def _checked(data: Any, shape: type, what: str) -> Any:
+    """In-memory JSON (``from_json``) as strictly as a file; ``what`` names it."""
+    fix = f"pass what {what.replace('from_json', 'to_json()')} returns"
+    return check_shape(data, shape, what, ProvenanceFileError, fix=fix)
 
 
 @dataclass(frozen=True)
@@ -72,8 +89,21 @@ class Digest:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Digest:
-        algorithm, _, hexdigest = str(data["digest"]).partition(":")
-        return cls(hexdigest, int(data["size"]), str(data["source"]), data.get("name"), algorithm)
+        ref = _checked(data, DataRefFile, "Digest.from_json")
+        if ref.declared is not None:
+            raise ProvenanceFileError(
+                "Digest.from_json", "declared", "is a declared id, not a digest", value=ref.declared
+            )
+        return _digest(ref)
+
+
+def _digest(ref: DataRefFile) -> Digest:
+    # the shape's rules: an entry without "declared" has all three
+    assert ref.digest is not None
+    assert ref.size is not None
+    assert ref.source is not None
+    algorithm, _, hexdigest = ref.digest.partition(":")
+    return Digest(hexdigest, ref.size, ref.source, ref.name, algorithm)
 
 
 def hash_file(path: str | os.PathLike[str]) -> Digest:
@@ -109,12 +139,8 @@ def _data_ref_json(value: Any) -> Any:
     return value.to_json() if isinstance(value, Digest) else {"declared": value}
 
 
-def _data_ref_from_json(value: Any) -> Any:
-    if isinstance(value, Mapping) and "digest" in value:
-        return Digest.from_json(value)
-    if isinstance(value, Mapping) and "declared" in value:
-        return str(value["declared"])
-    raise ValueError(f"not a data reference: {value!r}")
+def _data_ref(ref: DataRefFile) -> Digest | str:
+    return ref.declared if ref.declared is not None else _digest(ref)
 
 
 @dataclass(frozen=True)
@@ -205,13 +231,17 @@ class ExperimentManifest:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ExperimentManifest:
-        return cls(
-            net=data.get("net"),
-            model=data.get("model"),
-            train=data.get("train"),
-            data={k: _data_ref_from_json(v) for k, v in (data.get("data") or {}).items()},
-            description=data.get("description"),
-        )
+        return _manifest(_checked(data, ManifestFile, "ExperimentManifest.from_json"))
+
+
+def _manifest(doc: ManifestFile) -> ExperimentManifest:
+    return ExperimentManifest(
+        net=doc.net,
+        model=doc.model,
+        train=doc.train,
+        data={k: _data_ref(v) for k, v in doc.refs().items()},
+        description=doc.description,
+    )
 
 
 def _checked_data(data: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -256,13 +286,11 @@ class Attempt:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Attempt:
-        return cls(
-            str(data["attempt_id"]),
-            str(data["run_id"]),
-            float(data["started_at"]),
-            str(data["host"]),
-            int(data["pid"]),
-        )
+        return _attempt(_checked(data, AttemptFile, "Attempt.from_json"))
+
+
+def _attempt(doc: AttemptFile) -> Attempt:
+    return Attempt(doc.attempt_id, doc.run_id, doc.started_at, doc.host, doc.pid)
 
 
 @dataclass(frozen=True)
@@ -283,11 +311,11 @@ class Provenance:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Provenance:
-        return cls(
-            ExperimentManifest.from_json(data["manifest"]),
-            str(data["fingerprint"]),
-            Attempt.from_json(data["attempt"]),
-        )
+        return _provenance(_checked(data, ProvenanceFile, "Provenance.from_json"))
+
+
+def _provenance(doc: ProvenanceFile) -> Provenance:
+    return Provenance(_manifest(doc.manifest), doc.fingerprint, _attempt(doc.attempt))
 
 
 def check_manifest(manifest: Any, config: Mapping[str, Any]) -> None:
@@ -304,7 +332,7 @@ def check_manifest(manifest: Any, config: Mapping[str, Any]) -> None:
         if declared is None:
             continue
         actual = config.get(key)
-        if json.loads(canonical_json(declared)) != json.loads(canonical_json(actual)):
+        if _differs(declared, actual):
             diff = _first_difference(declared, actual, key)
             raise ConfigError(
                 "provenance",
@@ -327,170 +355,52 @@ def record_attempt(manifest: ExperimentManifest, run_id: str, started_at: float)
     return Provenance(manifest, manifest.fingerprint, attempt)
 
 
-def read_provenance(path: Path, run_id: str) -> Provenance | None:
-    """A run directory's provenance, or None when it was trained without a manifest."""
+def read_provenance(
+    path: Path, run_id: str, config: Mapping[str, Any] | None = None
+) -> Provenance | None:
+    """A run directory's provenance, or None when it was trained without a manifest.
+
+    The file passes its strict shape (``ProvenanceFile``), then what ties it to the run:
+    the attempt names ``run_id``, the manifest hashes to its fingerprint, and the
+    manifest's configuration is the one the run recorded (``config``, else the run's
+    ``run.yaml``). Any failure is one ``ProvenanceFileError`` (a ``RunRecordError``)."""
     file = Path(path) / PROVENANCE_FILE
-    if not file.is_file():
-        return None
-    try:
-        data = json.loads(file.read_text(encoding="utf-8"))
-        provenance = Provenance.from_json(data)
-    except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
-        raise RunRecordError(
-            file, f"not a provenance record ({type(exc).__name__}: {exc})"
-        ) from None
-    if provenance.attempt.run_id != run_id:
-        raise RunRecordError(file, f"it belongs to run {provenance.attempt.run_id}, not {run_id}")
-    if provenance.manifest.fingerprint != provenance.fingerprint:
-        raise RunRecordError(file, "its manifest does not hash to its fingerprint (it was edited)")
+    if not os.path.lexists(file):
+        return None  # a folder, a pipe or a dangling link in its place is refused below
+    doc = read_json_file(file, ProvenanceFile, ProvenanceFileError, fix=_FIX)
+    provenance = _provenance(doc)
+    if doc.attempt.run_id != run_id:
+        raise ProvenanceFileError(
+            file,
+            "attempt.run_id",
+            f"it belongs to run {doc.attempt.run_id}, not {run_id}",
+            value=doc.attempt.run_id,
+            fix=_FIX,
+        )
+    if provenance.manifest.fingerprint != doc.fingerprint:
+        raise ProvenanceFileError(
+            file,
+            "fingerprint",
+            "its manifest does not hash to its fingerprint (it was edited)",
+            value=doc.fingerprint,
+            fix=_FIX,
+        )
+    if config is None and (Path(path) / "run.yaml").is_file():
+        config = read_record(Path(path) / "run.yaml")
+    if config is not None:
+        for key in ("net", "model", "train"):
+            declared = getattr(provenance.manifest, key)
+            if declared is not None and _differs(declared, config.get(key)):
+                raise ProvenanceFileError(
+                    file,
+                    f"manifest.{key}",
+                    f"describes another configuration than run {run_id} recorded in run.yaml "
+                    f"({_first_difference(declared, config.get(key), key)}): it was copied "
+                    "from another run or edited",
+                    fix=_FIX,
+                )
     return provenance
 
 
-# -- comparing two runs ----------------------------------------------------------------------
-VERIFIED, DECLARED, ABSENT, VALUE = "verified", "declared", "absent", "value"
-
-
-@dataclass(frozen=True)
-class Difference:
-    """A field that differs (or that cannot be matched): each side's value and status
-    (``verified``, ``declared``, ``absent`` or ``value``)."""
-
-    field: str
-    a: Any
-    b: Any
-    a_status: str
-    b_status: str
-    note: str = ""
-
-    def __str__(self) -> str:
-        text = f"{self.field}: {self.a!r} ({self.a_status}) vs {self.b!r} ({self.b_status})"
-        return text + (f"; {self.note}" if self.note else "")
-
-
-@dataclass(frozen=True)
-class Comparison:
-    """``differences`` between two runs' provenance; ``unverified`` lists data that match
-    only by a declared id (never reported as verified); ``same_plan`` is whether the
-    fingerprints are equal (None when a side has no manifest)."""
-
-    a: str
-    b: str
-    same_plan: bool | None
-    differences: tuple[Difference, ...]
-    unverified: tuple[Difference, ...]
-    attempts: tuple[Attempt | None, Attempt | None]
-
-    def __str__(self) -> str:
-        lines = [f"Provenance: A = {self.a}; B = {self.b}"]
-        if self.same_plan is not None:
-            lines.append("  same plan (fingerprints equal)" if self.same_plan else "  other plans")
-        lines += [f"  ! {d}" for d in self.differences]
-        lines += [f"  ~ {d} (declared on both sides: not verified)" for d in self.unverified]
-        if not self.differences and not self.unverified:
-            lines.append("  no differences")
-        return "\n".join(lines)
-
-
-def _side(obj: Any, runs_root: Any) -> tuple[str, Provenance | ExperimentManifest | None]:
-    if isinstance(obj, Provenance):
-        return f"attempt {obj.attempt.attempt_id[:8]}", obj
-    if isinstance(obj, ExperimentManifest):
-        return "manifest", obj
-    from ._drift_record import locate_run
-
-    run_id, path = locate_run(obj, runs_root)
-    if not (path / "run.yaml").is_file():
-        raise FileNotFoundError(f"no run {run_id!r} at {path}; check the id, or pass runs_root=")
-    return f"run {run_id[:8]}", read_provenance(path, run_id)
-
-
-def _flat(value: Any, prefix: str) -> dict[str, Any]:
-    if isinstance(value, dict) and value:
-        out: dict[str, Any] = {}
-        for k, v in value.items():
-            out.update(_flat(v, f"{prefix}.{k}"))
-        return out
-    return {prefix: value}
-
-
-def compare(a: Any, b: Any, *, runs_root: str | os.PathLike[str] | None = None) -> Comparison:
-    """Compare the provenance of two runs (ids or prefixes, ``NNRun``, ``FitResult``),
-    ``Provenance`` records or manifests."""
-    label_a, pa = _side(a, runs_root)
-    label_b, pb = _side(b, runs_root)
-    attempts = tuple(p.attempt if isinstance(p, Provenance) else None for p in (pa, pb))
-    if pa is None or pb is None:
-        missing = [label for label, p in ((label_a, pa), (label_b, pb)) if p is None]
-        note = (
-            f"{' and '.join(missing)} {'was' if len(missing) == 1 else 'were'} trained without "
-            "a manifest: absent, not equal"
-        )
-        diff = Difference(
-            "provenance",
-            None if pa is None else _fingerprint(pa),
-            None if pb is None else _fingerprint(pb),
-            ABSENT if pa is None else VALUE,
-            ABSENT if pb is None else VALUE,
-            note,
-        )
-        return Comparison(label_a, label_b, None, (diff,), (), attempts)  # type: ignore[arg-type]
-    ma, mb = _manifest(pa), _manifest(pb)
-    differences: list[Difference] = []
-    unverified: list[Difference] = []
-    for key in ("net", "model", "train", "description"):
-        fa = _flat(getattr(ma, key), key)
-        fb = _flat(getattr(mb, key), key)
-        for path in dict.fromkeys([*fa, *fb]):
-            va, vb = fa.get(path), fb.get(path)
-            if va != vb:
-                differences.append(
-                    Difference(
-                        path,
-                        va,
-                        vb,
-                        VALUE if path in fa else ABSENT,
-                        VALUE if path in fb else ABSENT,
-                    )
-                )
-    for name in sorted(set(ma.data) | set(mb.data)):
-        ra, rb = ma.data.get(name), mb.data.get(name)
-        field_name = f"data.{name}"
-        sa, sb = _status(ra), _status(rb)
-        shown_a = str(ra) if ra is not None else None
-        shown_b = str(rb) if rb is not None else None
-        if ra is None or rb is None:
-            differences.append(Difference(field_name, shown_a, shown_b, sa, sb))
-        elif sa == sb == VERIFIED:
-            if ra.hexdigest != rb.hexdigest:
-                differences.append(Difference(field_name, shown_a, shown_b, sa, sb))
-        elif sa == sb == DECLARED:
-            target = unverified if ra == rb else differences
-            note = "" if ra != rb else "equal as declared; the content was not checked"
-            target.append(Difference(field_name, shown_a, shown_b, sa, sb, note))
-        else:
-            differences.append(
-                Difference(
-                    field_name,
-                    shown_a,
-                    shown_b,
-                    sa,
-                    sb,
-                    "a declared id cannot be matched with a verified digest",
-                )
-            )
-    same = ma.fingerprint == mb.fingerprint
-    return Comparison(label_a, label_b, same, tuple(differences), tuple(unverified), attempts)  # type: ignore[arg-type]
-
-
-def _manifest(p: Provenance | ExperimentManifest) -> ExperimentManifest:
-    return p.manifest if isinstance(p, Provenance) else p
-
-
-def _fingerprint(p: Provenance | ExperimentManifest) -> str:
-    return p.fingerprint
-
-
-def _status(ref: Any) -> str:
-    if ref is None:
-        return ABSENT
-    return VERIFIED if isinstance(ref, Digest) else DECLARED
+def _differs(a: Any, b: Any) -> bool:
+    return json.loads(canonical_json(a)) != json.loads(canonical_json(b))

@@ -700,10 +700,14 @@ def test_a_list_of_batches_resumes_exactly(tmp_path):
         assert torch.equal(a, b)
 
 
-def test_probing_an_existing_run_takes_its_lock_created_when_missing(tmp_path):
+def test_probing_an_existing_run_writes_nothing_not_even_a_lock(tmp_path):
+    """Readers never write (issue 20): loading takes no lock, so a read-only runs root
+    loads (tests/python/engine/test_readers_never_write.py)."""
     first = _model().train(_params(tmp_path, 1))
     lock = first.run_dir / ".lock"
     lock.unlink()
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
     ckpt, state = NNCheckpoint.load_with_training_state(run=first.id, runs_root=tmp_path)
     assert ckpt.epoch == state["epoch"] == 1
-    assert lock.is_file()
+    assert not lock.exists()
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before

@@ -281,7 +281,7 @@ def test_a_failed_write_leaves_the_previous_file(tmp_path, monkeypatch):
         (lambda d: d["fit"].update(rows="many"), "rows"),
         (lambda d: d.update(n_outputs=None), "n_outputs"),
         (lambda d: d.update(n_outputs=4), "n_outputs"),
-        (lambda d: d.update(splits=["calibration"]), "content"),
+        (lambda d: d.update(splits=["calibration"]), r"splits: Expected `object`"),
         (lambda d: d.pop("spec"), "spec"),
     ],
 )
