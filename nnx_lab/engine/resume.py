@@ -4,7 +4,8 @@
 every refusal is raised there, so a refused resume leaves no trace: no run directory,
 no change to the model, the source run untouched. ``ResumePlan.apply`` runs after the
 callbacks' reset hooks and after seeding, so the restored state wins over both. What a
-stateful checkpoint carries is ``training_state.TrainingState``.
+stateful checkpoint carries is ``training_state.TrainingState``; which BEST the resumed
+run starts with, and the check that the source agrees on it, is ``resume_best``.
 """
 
 from __future__ import annotations
