@@ -50,6 +50,16 @@ __all__ = ["STOP_POLL_S", "RunEndRecord", "RunRecorder", "write_end_record"]
 
 STOP_POLL_S = 0.5  # how often the watchdog looks for a stop request
 _ERROR_CHARS = 400  # of the error, in a record rewritten in place on a full disk
+# what the end of a run writes into its record
+_END_KEYS = (
+    "status",
+    "error",
+    "stop_reason",
+    "finished_at",
+    "heartbeat",
+    "steps",
+    "epochs_completed",
+)
 
 
 class RunRecorder:
@@ -65,7 +75,7 @@ class RunRecorder:
         self._thread: threading.Thread | None = None
         self._control: TrainingControl | None = None
         self._decided: dict[int, dict[str, Any]] = {}  # improved epochs whose BEST is pending
-        self._ended: tuple[str, str | None] | None = None  # the end written at RunEnding
+        self._ended: dict[str, Any] | None = None  # the end as record_end wrote it
         self.gone: str | None = None  # why the run directory is no longer this run's
 
     # -- identity --------------------------------------------------------------------------
@@ -177,7 +187,7 @@ class RunRecorder:
             self._write_end()
         else:
             self._write()
-        self._ended = (event.status, error)
+        self._ended = {k: self.run.metadata.get(k) for k in _END_KEYS}
 
     def on_run_finished(self, event: RunFinished) -> None:
         """The run's own record holds its end (``NNRun`` hears the event first); written
@@ -186,6 +196,10 @@ class RunRecorder:
         run = self.run
         run.status = RunStatus(event.status)
         run.error = event.error
+        ended = self._ended
+        if ended is not None and (ended["status"], ended["error"]) == (event.status, event.error):
+            run.metadata.update(ended)  # as written: the record and the run say the same
+            return
         self._fill_end(
             event.status,
             event.error,
@@ -194,8 +208,7 @@ class RunRecorder:
             event.epochs_completed,
             event.time,
         )
-        if self._ended != (event.status, event.error):
-            self._write_end()
+        self._write_end()
 
     def _fill_end(
         self,
