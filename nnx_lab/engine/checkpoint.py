@@ -51,6 +51,7 @@ from .params import NNModelParams, NNParams
 from .run_handle import NNRun
 from .safetensors_io import encode as st_save
 from .training_state import TrainingState
+from .write_faults import kill_point
 
 __all__ = ["CheckpointCorruptError", "NNCheckpoint"]
 
@@ -92,7 +93,9 @@ def write_checkpoint(
     """Write one or more checkpoint types (last/best) of the same state atomically.
 
     The tensors are serialized once; a second type gets a hard link to the same bytes
-    under its own name, so LAST and BEST of one epoch cost one write.
+    under its own name, so LAST and BEST of one epoch cost one write. The types are
+    committed in the order given (each sidecar is one commit point): the policy puts
+    LAST first, so a kill between leaves a LAST that names itself as BEST (docs/resume.md).
     """
     tensors: dict[str, torch.Tensor] = {
         _MODEL + k: v.detach().cpu().contiguous() for k, v in model_state.items()
@@ -108,6 +111,7 @@ def write_checkpoint(
     tag = f"{meta.get('step', 0):08d}-{uuid.uuid4().hex[:8]}"
     sidecars = []
     with file_lock(run_dir / ".lock"):
+        kill_point("checkpoint.begin")
         first: Path | None = None
         for type_ in types:
             sidecar = folder / f"{type_}.json"
@@ -118,6 +122,7 @@ def write_checkpoint(
                 first = folder / name
             else:
                 _link_or_copy(first, folder / name)
+            kill_point(f"checkpoint.{type_}.tensors")
             atomic_write_bytes(
                 sidecar,
                 _sidecar_bytes(
@@ -132,6 +137,7 @@ def write_checkpoint(
                     }
                 ),
             )
+            kill_point(f"checkpoint.{type_}.sidecar")
             if old is not None and old != name:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(folder / old)

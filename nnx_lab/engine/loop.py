@@ -133,6 +133,7 @@ class TrainingLoop:
         self.resume_cursor: ResumeCursor | None = None  # set by a mid-epoch resume
         self.epoch_start_rng: RngState | None = None
         self._last_epoch = 0
+        self.outcome: LoopOutcome | None = None  # set when the run ends (see _end)
         # the sums exist before the first epoch: a stop can flush into them
         self.sums = EpochSums(step.task, self._epoch_scorer)
 
@@ -210,7 +211,12 @@ class TrainingLoop:
         return outcome
 
     def _end(self, outcome: LoopOutcome, tb: str | None) -> None:
-        """Flush, let the writers save (``RunEnding``), then ``RunFinished``, always."""
+        """Flush, let the writers save (``RunEnding``), then ``RunFinished``, always.
+
+        ``self.outcome`` is the end as the writers see it at ``RunEnding``; a writer
+        that cannot save there (a full disk) turns the run "failed" before
+        ``RunFinished`` tells anyone how it ended."""
+        self.outcome = outcome
         try:
             try:
                 self._flush_steps()

@@ -9,9 +9,12 @@ then renamed into place in one step, so no reader ever sees a half-made run and 
 writers racing for one id cannot both win.
 
 An existing run that failed, or whose writer died without a word ("interrupted"), does
-not block a rerun: it is moved aside to ``<root>/.replaced/<id>-<time>/`` (nothing is
-deleted that the user did not ask to delete) and a warning says where. A finished or
-stopped run is replaced only with ``overwrite_existing=True``, which deletes it.
+not block a rerun (nor does one whose record still says "running" while its writer lock,
+on this machine, is free: its writer let go of it without being able to record its end,
+e.g. on a full disk, and it counts as interrupted): it is moved aside to
+``<root>/.replaced/<id>-<time>/`` (nothing is deleted that the user did not ask to
+delete) and a warning says where. A finished or stopped run is replaced only with
+``overwrite_existing=True``, which deletes it.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import errno
 import fcntl
 import os
 import shutil
+import socket
 import time
 import uuid
 import warnings
@@ -29,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from ..runs import (
+    INTERRUPTED,
     RunRecordError,
     atomic_write_json,
     atomic_write_yaml,
@@ -36,6 +41,7 @@ from ..runs import (
     read_record,
     run_dir,
 )
+from .write_faults import NO_RUN, cannot_write, is_write_fault
 
 __all__ = ["ExistingRun", "RunLock", "inspect_existing", "reserve_run_dir"]
 
@@ -111,11 +117,22 @@ def inspect_existing(root: Path, run_id: str) -> ExistingRun | None:
         metadata = {}  # no record, or a damaged one: the run is not usable as it is
     lock = _try_lock(path, create=False)
     held = lock is None
+    let_go = lock is not None and lock.fd is not None  # a lock file nobody holds
     if lock is not None:
         lock.release()
     status = effective_status(metadata) if metadata else "failed"
+    if status == "running" and let_go and _written_here(metadata):
+        # a writer holds its lock for the run's whole life (the kernel drops it only
+        # when the process dies): this one ended the run without recording it
+        status = INTERRUPTED
     live = held or status == "running"
     return ExistingRun(path, "running" if held else status, live, metadata)
+
+
+def _written_here(metadata: dict[str, Any]) -> bool:
+    """Whether the run's writer is on this machine, where its lock can be trusted."""
+    writer = metadata.get("writer")
+    return isinstance(writer, dict) and writer.get("host") == socket.gethostname()
 
 
 def _move_aside(root: Path, existing: ExistingRun, run_id: str, delete: bool) -> None:
@@ -185,10 +202,12 @@ def reserve_run_dir(
                 ) from None
             raise
         return target, lock
-    except BaseException:
+    except BaseException as exc:
         if lock is not None:
             lock.release()
         shutil.rmtree(staging, ignore_errors=True)
+        if isinstance(exc, OSError) and is_write_fault(exc):
+            raise cannot_write("the run directory", staging, exc, ended=NO_RUN) from exc
         raise
 
 

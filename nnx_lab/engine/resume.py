@@ -4,7 +4,8 @@
 every refusal is raised there, so a refused resume leaves no trace: no run directory,
 no change to the model, the source run untouched. ``ResumePlan.apply`` runs after the
 callbacks' reset hooks and after seeding, so the restored state wins over both. What a
-stateful checkpoint carries is ``training_state.TrainingState``.
+stateful checkpoint carries is ``training_state.TrainingState``; which BEST the resumed
+run starts with, and the check that the source agrees on it, is ``resume_best``.
 """
 
 from __future__ import annotations
@@ -18,13 +19,14 @@ from torch.utils.data import DataLoader
 
 from ..errors import ConfigError, ResumeError, TrainingStateError
 from ..runs import run_dir
-from .checkpoint import NNCheckpoint, write_checkpoint
-from .enums import Checkpoints
+from .checkpoint import NNCheckpoint
 from .handlers.jsonl_log import JsonlLogger
 from .optim import optimizer_topology, trainable_groups
 from .precision import ResolvedPrecision
-from .run_handle import read_events
+from .resume_best import CarriedBest, best_to_carry
+from .run_handle import read_events, write_metadata
 from .training_state import TrainingState, restore_objects
+from .write_faults import cannot_write, is_write_fault
 
 if TYPE_CHECKING:
     from .loop import TrainingLoop
@@ -39,9 +41,6 @@ __all__ = ["ResumeError", "ResumePlan", "plan_resume"]
 # refused. grad_clip_norm is applied by the loop from the new params and may change.
 _OPTIM_STATE_FIELDS = ("name", "max_lr", "momentum", "weight_decay")
 
-# What a carried-over BEST keeps of its sidecar (the run id becomes the child's).
-_CARRIED_META = ("epoch", "step", "epoch_complete", "signal_unavailable", "world_size")
-
 
 @dataclass
 class ResumePlan:
@@ -55,6 +54,12 @@ class ResumePlan:
     n_epochs: int  # epochs this run trains
     planned_epochs: int  # the total this run plans (source epochs + n_epochs)
     history: list[Any]  # the parent's step and epoch events up to the checkpoint
+    best: CarriedBest | None = None  # the BEST the child starts with (resume_best)
+
+    @property
+    def best_at(self) -> tuple[int, int] | None:
+        """The (epoch, step) of the carried BEST: what the child's checkpoints name."""
+        return None if self.best is None else (self.best.epoch, self.best.step)
 
     def apply(
         self,
@@ -75,9 +80,10 @@ class ResumePlan:
         if self.state is not None:
             restored += loop.load_state(self.state)
             restored += restore_objects(objects, self.state.callbacks)
-            if self.state.has_best and self._carry_best(run, writes):
+            if self.best is not None:
+                if writes:
+                    self._carry_best(run)
                 restored.append("best checkpoint")
-                run.metadata["best"] = {"value": self.state.best_value, "source": None}
         else:
             # A warm start: fresh optimizer, scheduler, callbacks and components; the
             # epoch and step counters continue the source's history.
@@ -96,26 +102,20 @@ class ResumePlan:
         run.metadata["resume_status"] = run.resume_status
         self._inherit_history(run, writes)
 
-    def _carry_best(self, run: NNRun, writes: bool) -> bool:
+    def _carry_best(self, run: NNRun) -> None:
         """The parent's BEST becomes the child's until the child beats it, so BEST of a
-        resumed run is the best of its whole history, as in the uninterrupted run."""
+        resumed run is the best of its whole history, as in the uninterrupted run; the
+        child's record names it once it is on disk."""
+        assert self.best is not None
         try:
-            best = NNCheckpoint.load(self.source_id, Checkpoints.BEST, self.source_dir.parent)
-        except FileNotFoundError:
-            return False
-        if not writes:
-            return True
-        meta = {k: v for k, v in best.sidecar.items() if k in _CARRIED_META}
-        # The child's own recipe: the same network (checked), its own model settings.
-        meta.update(run_id=run.id, net_params=run.config["net"], model_params=run.config["model"])
-        write_checkpoint(
-            run.run_dir,
-            ["best"],
-            model_state=best.model_state,
-            training_state=best.training_state_tree(),
-            meta=meta,
-        )
-        return True
+            self.best.write(run)
+            if self.best.record is not None:
+                run.metadata["best"] = self.best.record
+                write_metadata(run)
+        except OSError as exc:
+            if is_write_fault(exc):
+                raise cannot_write("the carried BEST", run.run_dir, exc) from exc
+            raise
 
     def _inherit_history(self, run: NNRun, writes: bool) -> None:
         """The child's log starts with the parent's history up to the checkpoint."""
@@ -220,10 +220,14 @@ def plan_resume(
             f"accumulation_steps={saved_accum}, this run asks for "
             f"{params.accumulation_steps}; keep it until the epoch completes"
         )
+    # BEST, this checkpoint's selection and the log must agree before anything is written
+    best = best_to_carry(source_id, root, ckpt, state, history)
     _warn_workers(params.train_loader)
     done = int(state.epoch)
     n_epochs = _epochs_to_train(params, source_id, done, int(state.planned_epochs))
-    return ResumePlan(source_id, source_dir, ckpt, state, mode, n_epochs, done + n_epochs, history)
+    return ResumePlan(
+        source_id, source_dir, ckpt, state, mode, n_epochs, done + n_epochs, history, best
+    )
 
 
 def _parent_history(log: Path, upto: int) -> list[Any]:

@@ -34,13 +34,14 @@ from .handlers import (
     adapt_callbacks,
     tqdm_disabled,
 )
+from .handlers.run_directory import RunEndRecord, write_end_record
 from .loop import RunInfo, TrainingLoop
 from .optim import build_optimizer, build_scheduler, trainable_groups
 from .params import NNModelParams, NNParams, NNTrainParams
 from .precision import ResolvedPrecision
 from .reservation import existing_run_error, inspect_existing, reserve_run_dir
 from .resume import ResumePlan
-from .run_handle import NNRun, environment_metadata, write_metadata
+from .run_handle import NNRun, environment_metadata
 from .sinks import EventBus
 from .tasks import Task
 from .train_step import TrainStep
@@ -214,8 +215,8 @@ def assemble_loop(
     """The loop and its handlers (a non-writing rank gets only the run's history and
     the callbacks), with the resumed state applied. ``net_params`` are the ones the
     network was built with (a failing batch is diagnosed against them). If this fails,
-    the reserved run is recorded as failed and its lock released: a run is never left
-    "running" behind."""
+    the reserved run is recorded as failed (as far as the disk allows) and its lock
+    released: a run is never left "running" behind, and can be trained again."""
     try:
         return _assemble(
             model,
@@ -233,9 +234,10 @@ def assemble_loop(
     except BaseException as exc:
         if recorder is not None:
             run.status = RunStatus.FAILED
-            run.metadata.update(status=RunStatus.FAILED.value, error=f"{type(exc).__name__}: {exc}")
+            run.error = f"{type(exc).__name__}: {exc}"
+            run.metadata.update(status=RunStatus.FAILED.value, error=run.error)
             with contextlib.suppress(OSError):
-                write_metadata(run)
+                write_end_record(run)
             recorder.lock.release()
         raise
 
@@ -307,8 +309,10 @@ def _assemble(
                 params.checkpoint_every_s,
                 bus.emit,
                 gone=recorder.gone_reason,
+                best_at=None if resume is None else resume.best_at,
             )
         )
+        bus.add(RunEndRecord(recorder, loop))  # after the policy: the end once saved
     if resume is not None:
         resume.apply(model, loop, run, [*callbacks, *components], writes=recorder is not None)
     return loop

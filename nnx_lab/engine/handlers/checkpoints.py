@@ -4,8 +4,18 @@ At an epoch's end, LAST is written when it is due (the final epoch, every epoch 
 ``checkpoint_every_s=0``, else once that many seconds have passed since the last
 write); BEST is written with it when the epoch became BEST (§2.11). A BEST found in
 between waits in memory and is committed with the next LAST, or when the run ends. On
-a stop, LAST is written at once, mid-epoch if need be; on a failure only the last good
-BEST is kept.
+a stop, LAST is written at once, mid-epoch if need be; on a failure the last good BEST
+is kept.
+
+The order keeps BEST, LAST and the records agreeing after a kill at any instant
+(docs/resume.md): every sidecar records the epoch its selection counts as BEST
+(``best_epoch``, ``best_step``), and no write ever leaves a LAST naming a BEST that is
+not on disk. LAST is committed before BEST, so a kill between leaves a LAST that names
+itself as BEST. A BEST that waited in memory replaces BEST alone when the LAST on disk
+does not depend on it (there is none, or it names itself); when that LAST names the BEST
+on disk, the waiting BEST is committed as LAST and BEST of its own epoch, in that order,
+before the newer LAST. ``metadata.yaml`` names a BEST only once it is on disk
+(``RunRecorder.on_checkpoint_written``).
 """
 
 from __future__ import annotations
@@ -20,6 +30,7 @@ import torch
 from ...errors import RunDirectoryError
 from ..checkpoint import write_checkpoint
 from ..events import CheckpointWritten, EpochEnded, Event, RunEnding
+from ..write_faults import cannot_write, is_write_fault
 
 __all__ = ["CheckpointPolicy"]
 
@@ -44,24 +55,30 @@ class CheckpointPolicy:
         every_s: float,
         emit: Callable[[Event], None],
         gone: Callable[[], str | None] | None = None,
+        best_at: tuple[int, int] | None = None,
     ) -> None:
         """``loop`` is the TrainingLoop (its state and counters); ``meta`` what every
         sidecar records besides (run id, the model's recipe); ``gone()`` says why the
         run directory is no longer this run's, or None (checked before every write, so
-        a folder replaced by another writer is never written into)."""
+        a folder replaced by another writer is never written into); ``best_at`` the
+        (epoch, step) of the BEST a resumed run carries."""
         self.run_dir, self.loop, self.meta = run_dir, loop, meta
         self.every_s = every_s
         self.emit = emit
         self.gone = gone
+        self.best_at = best_at  # the (epoch, step) the selection counts as BEST
         self._pending_best: dict[str, Any] | None = None
         self._last_commit = time.perf_counter()
         self._committed_step = -1
+        self._last_names_best = False  # the LAST on disk names the BEST on disk (not itself)
 
     # -- events ---------------------------------------------------------------------------
     def on_epoch_ended(self, event: EpochEnded) -> None:
         loop = self.loop
         selection = loop.last_selection  # "improved" | "baseline" | None
         unavailable = selection == "baseline"
+        if selection is not None:
+            self.best_at = (loop.epoch, loop.step)
         due = (
             loop.final_epoch
             or self.every_s == 0
@@ -70,6 +87,7 @@ class CheckpointPolicy:
         if due:
             if selection is not None:
                 self._pending_best = None  # superseded: this epoch is BEST
+                # LAST first: a kill between the two leaves a LAST that is itself BEST
                 self._write(["last", "best"], complete=True, unavailable=unavailable)
             else:
                 self._commit_pending_best()
@@ -101,6 +119,8 @@ class CheckpointPolicy:
                 "step": loop.step,
                 "epoch_complete": complete,
                 "signal_unavailable": unavailable,
+                "best_epoch": None if self.best_at is None else self.best_at[0],
+                "best_step": None if self.best_at is None else self.best_at[1],
             },
         }
 
@@ -114,8 +134,16 @@ class CheckpointPolicy:
             paths = write_checkpoint(self.run_dir, types, **content)
         except OSError as exc:
             self._check_ours(exc)
+            if is_write_fault(exc):
+                what = " and ".join(t.upper() for t in types) + " checkpoint"
+                raise cannot_write(what, self.run_dir / "checkpoints", exc) from exc
             raise
         meta = content["meta"]
+        if "last" in types:
+            self._last_commit = time.perf_counter()
+            self._committed_step = meta["step"]
+            named = (meta["best_epoch"], meta["best_step"])
+            self._last_names_best = named[0] is not None and named != (meta["epoch"], meta["step"])
         for type_, path in zip(types, paths, strict=True):
             self.emit(
                 CheckpointWritten(
@@ -133,10 +161,12 @@ class CheckpointPolicy:
     def _write(self, types: list[str], *, complete: bool, unavailable: bool = False) -> None:
         """Write the current state now (no copy needed: nothing trains meanwhile)."""
         self._commit(types, self._state(complete, unavailable))
-        self._last_commit = time.perf_counter()
-        self._committed_step = self.loop.step
 
     def _commit_pending_best(self) -> None:
+        """Commit the BEST that waited in memory. When the LAST on disk names the BEST on
+        disk, replacing that BEST alone would leave LAST naming a BEST that is gone: the
+        waiting one is then committed as LAST and BEST of its own epoch (its state is
+        newer than that LAST), and a LAST written after it names it as BEST."""
         if self._pending_best is not None:
             content, self._pending_best = self._pending_best, None
-            self._commit(["best"], content)
+            self._commit(["last", "best"] if self._last_names_best else ["best"], content)

@@ -55,6 +55,10 @@ class SidecarFile(msgspec.Struct, forbid_unknown_fields=True):
     step: NonNegativeInt = 0
     epoch_complete: bool = True
     signal_unavailable: bool = False
+    # the epoch and step this checkpoint counts as BEST (None: none yet); a resume carries
+    # the BEST the checkpoint names (engine/resume_best.py)
+    best_epoch: NonNegativeInt | None = None
+    best_step: NonNegativeInt | None = None
     sidecar_sha256: HEX64 | None = None
 
     def rules(self) -> Iterator[Problem]:
