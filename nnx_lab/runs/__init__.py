@@ -81,6 +81,7 @@ from ._records import (
     writer_identity,
 )
 from ._schema import SchemaError
+from ._schemas.plan import PLAN_FORMAT, PlanSchemaError, check_plan_json, read_plan_json
 
 __all__ = [
     "ABSENT",
@@ -94,6 +95,7 @@ __all__ = [
     "HOOKS",
     "INTERRUPTED",
     "PLAN_FILE",
+    "PLAN_FORMAT",
     "PROVENANCE_FILE",
     "RUN_ID_LENGTH",
     "RUN_KNOBS",
@@ -110,6 +112,7 @@ __all__ = [
     "JsonlReader",
     "LogDamagedError",
     "LogFollower",
+    "PlanSchemaError",
     "Provenance",
     "Record",
     "RunEnding",
@@ -128,6 +131,7 @@ __all__ = [
     "atomic_write_yaml",
     "canonical_json",
     "check_manifest",
+    "check_plan_json",
     "compare_many",
     "compare_records",
     "config_report_enabled",
@@ -148,6 +152,7 @@ __all__ = [
     "read_json",
     "read_jsonl",
     "read_plan_file",
+    "read_plan_json",
     "read_provenance",
     "read_record",
     "read_stop_request",

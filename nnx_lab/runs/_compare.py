@@ -293,9 +293,14 @@ def _code_row(
                 f"{name} no longer exists under that name; the {handle} keeps the object it holds"
             )
             return row(True, action, "code", note)
+        module = then.get("module") or name.rpartition(".")[0]
         note = (
             f"{name} is not defined in this process: import its module (or run the cell "
             "that defines it) to compare"
+            if now.get("loaded", True)
+            else f"{name}: module {module} is not loaded in this process, and a report "
+            f"never imports what a record names; to compare, import its module yourself "
+            f"(import {module}) if you trust it"
         )
         return row(False, "", "unknown", note)
     if now.get("digest") == then.get("digest"):
