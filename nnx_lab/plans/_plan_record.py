@@ -54,7 +54,7 @@ def plan_record(
     if loss is not None:
         held.append((loss["code"], values.get("model.loss")))
     for src in data:
-        if src is not None and src.kind == "factory":
+        if src is not None and src.kind in ("factory", "reference"):
             held.append((src.code, src.obj))
     for cb in callbacks:
         held.append((cb.code, cb.obj))

@@ -285,6 +285,9 @@ def _code_row(
 
     name = then.get("name") or f"{then.get('module')}.{then.get('qualname')}"
     if then.get("digest") is None:
+        if then.get("kind") == "reference":  # a plan read from JSON holds no code yet
+            note = f"{name} is a reference the plan has not resolved: plan.resolve() takes its code"
+            return row(False, "", "unknown", note)
         return row(False, "", "unknown", f"{name} has no readable code: it cannot be compared")
     if now.get("found") is False:
         if handle in ("plan", "model"):

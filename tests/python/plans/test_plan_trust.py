@@ -408,3 +408,13 @@ def test_a_runs_plan_json_passes_its_shape_before_a_report_reads_it(base, runs_r
     (folder / "plan.json").symlink_to(folder / "run.yaml")
     with pytest.raises(SchemaError, match="is a link"):
         run_record(result.run.id, runs_root)
+
+
+def test_a_loaded_plan_compares_by_its_references_until_resolved(base):
+    loaded = ExperimentPlan.from_json(base.to_json())
+    report = drift_report(loaded, base)
+    row = report.row("code data.train")
+    assert row.kind == "unknown"
+    assert not row.changed
+    assert "plan.resolve()" in row.note
+    assert not drift_report(loaded.resolve(), base).drifted
