@@ -17,7 +17,6 @@ torchrun starts one of these per process (``nnx_lab.launch`` starts torchrun). E
 from __future__ import annotations
 
 import ctypes
-import json
 import os
 import signal
 import sys
@@ -98,12 +97,16 @@ def main(argv: list[str] | None = None) -> int:
 def _train(launch: Path, rank: int) -> int:
     from ..engine.run_handle import run_id_for
     from ..plans import ExperimentPlan
+    from ..runs import read_plan_json
     from . import DDP, init_process_group, shutdown
     from ._plan_ranks import rank_params
 
+    # The plan is data until here: its shape checked, then its references resolved
+    # (their modules imported), before this rank joins the group.
+    file = launch / "plan.json"
+    plan = ExperimentPlan.from_json(read_plan_json(file), source=file).resolve()
     init_process_group()
     ddp = DDP()
-    plan = ExperimentPlan.from_json(json.loads((launch / "plan.json").read_text()))
     model, params, callbacks = plan.materialize()
     params = rank_params(params, ddp.world_size)
     if rank == 0:

@@ -5,14 +5,15 @@ its loss function was redefined, since it was built). The engine computes that i
 from the torch-free comparison below it (``nnx_lab/runs/_compare.py``): plans build on
 the engine, never the reverse.
 
-Code is looked up only among the modules this process has already loaded: a record is
-data, and comparing never imports what it names.
+Code is looked up only among the modules this process has already loaded, and read
+statically: a record is data (one read from a run folder may be someone else's), and
+comparing never imports or calls what it names.
 """
 
 from __future__ import annotations
 
+import inspect
 import sys
-from collections.abc import Callable
 from typing import Any
 
 from ..runs import DriftReport, Record, compare_records, emit, environment_now
@@ -20,54 +21,50 @@ from .fingerprint import code_digest, code_target
 
 __all__ = ["code_now", "loaded_object", "model_drift", "model_record", "print_model_banner"]
 
-Finder = Callable[[str, str], Any]
-
 
 def loaded_object(module: str, qualname: str) -> Any:
-    """The object bound at ``module.qualname`` in a module already loaded, or None."""
+    """The object bound at ``module.qualname`` in a module already loaded, or None.
+    Read statically (no module ``__getattr__``, no property runs) and never imported."""
     obj: Any = sys.modules.get(module)
     if obj is None:
         return None
     for part in qualname.split("."):
-        obj = getattr(obj, part, None)
+        obj = inspect.getattr_static(obj, part, None)
         if obj is None:
             return None
     return obj
 
 
-def _split_find(name: str, find: Finder) -> Any:
-    """The object at a dotted ``module.qualname`` whose split point is unknown: a loaded
-    module first, then whatever ``find`` resolves."""
+def _split_find(name: str) -> tuple[Any, bool]:
+    """(the object at a dotted ``module.qualname`` whose split point is unknown, whether
+    a module of it is loaded), among the modules already loaded."""
     parts = name.split(".")
-    cuts = [(".".join(parts[:c]), ".".join(parts[c:])) for c in range(len(parts) - 1, 0, -1)]
-    for module, qualname in cuts:
+    for cut in range(len(parts) - 1, 0, -1):
+        module = ".".join(parts[:cut])
         if module in sys.modules:
-            return loaded_object(module, qualname)
-    if find is not loaded_object:
-        for module, qualname in cuts:
-            found = find(module, qualname)
-            if found is not None:
-                return found
-    return None
+            return loaded_object(module, ".".join(parts[cut:])), True
+    return None, False
 
 
-def code_now(
-    record: dict[str, Any], held: Any = None, *, find: Finder = loaded_object
-) -> dict[str, Any]:
-    """The code bound today at the name ``record`` was taken from.
+def code_now(record: dict[str, Any], held: Any = None) -> dict[str, Any]:
+    """The code bound today at the name ``record`` was taken from, looked up among the
+    modules this process has loaded: a record is data (a run folder's may be someone
+    else's), so nothing it names is imported.
 
-    Adds ``found`` (the name still exists), ``digest`` (of what it names now) and, when
-    the object the handle holds is given, ``same_object`` (the name still names it: a
-    changed digest then means its source file was edited but not reloaded). ``find``
-    resolves a name; by default only among loaded modules.
+    Adds ``found`` (the name exists now), ``loaded`` (its module is loaded in this
+    process: when not, nothing can be said until the user imports it), ``digest`` (of
+    what it names now) and, when the object the handle holds is given, ``same_object``
+    (the name still names it: a changed digest then means its source file was edited
+    but not reloaded).
     """
     module, qualname = record.get("module"), record.get("qualname")
-    if module and qualname:
-        obj = find(module, qualname)
+    if isinstance(module, str) and isinstance(qualname, str) and module and qualname:
+        obj, loaded = loaded_object(module, qualname), module in sys.modules
     else:
-        obj = _split_find(str(record.get("name", "")), find)
+        obj, loaded = _split_find(str(record.get("name", "")))
     now = dict(record)
     now["found"] = obj is not None
+    now["loaded"] = loaded
     now["digest"] = None if obj is None else code_digest(obj)
     if held is not None:
         now["same_object"] = obj is held

@@ -9,6 +9,10 @@ Importing this package loads no torch, and comparing two runs' records needs non
 JupyterLab server extension uses it. Building, probing and fitting a plan load the
 engine when they run.
 
+A plan read with ``ExperimentPlan.from_json`` is data: its references to code stay text
+until ``plan.resolve()`` (or ``fit()``) imports them, and reading or comparing runs never
+imports what their records name (docs/plans.md, "Trust model").
+
 For widgets: ``plan_fields()`` describes every field (path, type, default, choices,
 whether it enters the run id), ``plan.check(path, value)`` returns the ``Problem``s a
 candidate value would bring, ``plan.with_value(path, value)`` sets it, and

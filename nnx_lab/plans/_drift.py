@@ -40,11 +40,13 @@ def _is_model(obj: Any) -> bool:
 
 
 def _run_today(then: Record) -> Record:
-    """A run's record with its code looked up today and this process's library versions."""
+    """A run's record with its code looked up today and this process's library versions.
+    Code is looked up among the modules this process has loaded: a run's code records
+    are names and digests, and nothing they name is imported (its code would run)."""
     values = dict(then.values)
     if "environment" in values:
         values["environment"] = environment_now()
-    code = tuple(code_now(c, allow_import=True) for c in then.code)
+    code = tuple(code_now(c) for c in then.code)
     return Record("run", "today", values, code, run_id=then.run_id)
 
 

@@ -36,8 +36,10 @@ from ._fields import (
     raw_defaults,
     resolve,
 )
+from ._locate import runs_roots
 from ._plan_json import plan_from_json, plan_to_json
 from ._plan_record import plan_record
+from ._plan_refs import has_references, resolve_references, stand_in_values
 from ._problems import Problems, json_safe
 from ._record import Record
 from ._sources import Source, callback_source, data_source
@@ -45,6 +47,7 @@ from ._updates import (
     field_at,
     frozen,
     loss_entry,
+    same_value,
     section_updates,
     train_call_updates,
     train_updates,
@@ -293,12 +296,30 @@ class ExperimentPlan:
     # -- validation and reports ------------------------------------------------------------
     def _resolve(self) -> Resolved:
         if self._resolved is None:
-            object.__setattr__(self, "_resolved", resolve(self._values))
+            object.__setattr__(self, "_resolved", resolve(stand_in_values(self._values)))
         return self._resolved  # type: ignore[return-value]
+
+    def resolve(self) -> ExperimentPlan:
+        """This plan with the references it was read with (``from_json``) imported: the
+        step where their modules' code runs, and the only one (``fit()``,
+        ``lr_finder()``, ``probe()``, ``materialize()`` and ``expected_run_id()`` call
+        it first). Every reference is checked before the first import, as
+        ``validate()`` checks it; a ``PlanError`` names each one refused. A plan that
+        holds no reference is returned as it is."""
+        return self._resolved_plan()
+
+    def _resolved_plan(self, skip: tuple[str, ...] = (), runs_root: Any = _UNSET) -> ExperimentPlan:
+        if not has_references(self._values, self._data, self._callbacks):
+            return self
+        root = self._resolve().train.runs_root if runs_root is _UNSET else runs_root
+        parts = (self._values, self._loss, self._data, self._callbacks)
+        values, loss, data, callbacks = resolve_references(*parts, runs_roots(root), skip=skip)
+        return self._evolve(values, self._sources, data, callbacks, loss)
 
     def validate(self) -> Problems:
         """Every problem at once, one per field (field, value, fix). Reads no loader,
-        calls no factory and builds no model; ``.raise_for_errors()`` raises them."""
+        calls no factory, builds no model and imports nothing (a plan read from JSON has
+        its references checked as text); ``.raise_for_errors()`` raises them."""
         return plan_problems(self._resolve(), self._values, self._data, self._callbacks)
 
     def check(self, path: str, value: Any) -> Problems:
@@ -334,7 +355,7 @@ class ExperimentPlan:
         Problems(problems).raise_for_errors()
         from ._probe import run_probe
 
-        return run_probe(self._resolve(), batch)
+        return run_probe(self._resolved_plan(skip=("data.", "callbacks"))._resolve(), batch)
 
     def fit(
         self,
@@ -358,12 +379,16 @@ class ExperimentPlan:
         paths = train_call_updates(overrides, "fit")
         callbacks = list(callbacks)
         plan = self._with(paths, "fit") if paths else self
-        plan.validate().raise_for_errors()
+        plan.validate().raise_for_errors()  # a loaded plan's references too, as text
+        base = self._resolved_plan(runs_root=plan._resolve().train.runs_root)
+        if base is not self:  # its references imported now: check what they gave
+            plan = base._with(paths, "fit") if paths else base
+            plan.validate().raise_for_errors()
         from ._drift import print_banner
 
-        print_banner(self, report)  # a plan whose code was redefined since it was built
+        print_banner(base, report)  # a plan whose code was redefined since it was built
         binding = plan_binding(
-            self._values, self._sources, paths, self._data, self._callbacks, callbacks
+            base._values, base._sources, paths, base._data, base._callbacks, callbacks
         )
         return _execution.fit_plan(plan, binding, callbacks, control, provenance, report)
 
@@ -375,9 +400,10 @@ class ExperimentPlan:
         with ``plan.with_lr(result.suggested_lr)``."""
         problems = [p for p in self.validate() if not p.field.startswith("callbacks")]
         Problems(problems).raise_for_errors()
-        train = self._data[0]
+        plan = self._resolved_plan(skip=("callbacks",))
+        train = plan._data[0]
         assert train is not None  # validate() refuses a plan without training data
-        return _execution.sweep_lr(self._resolve(), train, kwargs)
+        return _execution.sweep_lr(plan._resolve(), train, kwargs)
 
     def materialize(self) -> tuple[Any, Any, list[Any]]:
         """What ``fit()`` trains: seeds, calls the factories once, builds the model.
@@ -386,13 +412,15 @@ class ExperimentPlan:
         ``NNTrainParams`` with the loaders filled in, and the plan's callbacks (early
         stopping first). The distributed worker builds its ranks' runs from it.
         """
-        return _execution.materialize(self._resolve(), self._data, self._callbacks)
+        plan = self.resolve()
+        return _execution.materialize(plan._resolve(), plan._data, plan._callbacks)
 
     def expected_run_id(self) -> str:
         """The run id ``fit()`` would give now. Calls the factories (under a saved and
         restored RNG) and builds a throwaway model to hash its initial weights."""
         self.validate().raise_for_errors()
-        return _execution.expected_run_id(self._resolve(), self._data)
+        plan = self._resolved_plan(skip=("callbacks",))
+        return _execution.expected_run_id(plan._resolve(), plan._data)
 
     def existing_run(self) -> str | None:
         """The status of the run ``fit()`` would write, if it already exists under the
@@ -409,9 +437,22 @@ class ExperimentPlan:
         return plan_to_json(self._values, self._sources, self._data, self._callbacks)
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> ExperimentPlan:
-        """A plan from ``to_json()``'s form; references are imported."""
-        values, sources, sources_data, callbacks = plan_from_json(data)
+    def from_json(
+        cls,
+        data: Mapping[str, Any] | str | bytes,
+        *,
+        source: str | os.PathLike[str] | None = None,
+    ) -> ExperimentPlan:
+        """A plan from ``to_json()``'s form (the mapping, or its JSON text), read as data.
+
+        The document passes its strict shape first: a ``PlanSchemaError`` (a
+        ``ConfigError``) names ``source`` (or "plan JSON"), the field, the value and the
+        fix. Nothing it names is imported: the plan holds its references as text
+        (``plan.value("model.loss")`` is ``Reference('my_losses:smooth')``),
+        ``validate()`` says which ones would not resolve or may not be, and
+        ``resolve()`` (or ``fit()``) imports them when you ask for the code.
+        """
+        values, sources, sources_data, callbacks = plan_from_json(data, source)
         loss = loss_entry(values["model.loss"]) if "model.loss" in values else None
         return cls()._evolve(values, sources, sources_data, callbacks, loss)
 
@@ -421,7 +462,7 @@ class ExperimentPlan:
             return NotImplemented
         if set(self._values) != set(other._values):
             return False
-        same_values = all(_same(self._values[k], other._values[k]) for k in self._values)
+        same_values = all(same_value(self._values[k], other._values[k]) for k in self._values)
         return (
             same_values
             and self._data == other._data
@@ -450,15 +491,3 @@ class ExperimentPlan:
             + (f" ({v['train.data_id']!r})" if "train.data_id" in v else "")
             + ")"
         )
-
-
-# -- helpers -------------------------------------------------------------------------------
-def _same(a: Any, b: Any) -> bool:
-    if a is b:
-        return True
-    try:
-        if a == b:
-            return True
-    except Exception:
-        return False
-    return not callable(a) and json_safe(a) == json_safe(b)

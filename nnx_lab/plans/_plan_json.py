@@ -2,6 +2,10 @@
 importable ``module:qualname`` references, so another process (a distributed worker, a
 saved ``plan.json``) rebuilds the same plan.
 
+Reading is inspect-only: the document passes its strict shape
+(``nnx_lab/runs/_schemas/plan.py``) and each reference becomes a ``Reference``, text
+that ``plan.resolve()`` imports when the user asks for the code (``_plan_refs``).
+
 Objects are written as their state or as references, never as their repr (which would
 not read back): declared metrics, the monitor, a precision policy, a custom loss and
 ``extra_metrics``. What cannot travel (a lambda, a function defined in ``__main__``, a
@@ -10,6 +14,7 @@ borrowed instance) is refused all at once, each with its field and fix.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
@@ -18,14 +23,16 @@ from ..engine.params import CustomLossRef
 from ..engine.precision import PrecisionPolicy
 from ..engine.selection import MonitorSpec
 from ..errors import ConfigError
+from ..runs import PLAN_FORMAT, PlanSchemaError, check_plan_json
+from ._fields import plan_fields
 from ._problems import PlanError, Problem, json_safe
-from ._refs import reference_of, resolve_reference
-from ._sources import Source, callback_source, data_source
-from ._updates import field_at, frozen, is_custom_loss
+from ._refs import Reference, reference_of
+from ._sources import Source, reference_source
+from ._updates import frozen, is_custom_loss
 
 __all__ = ["PLAN_FORMAT", "plan_from_json", "plan_to_json"]
 
-PLAN_FORMAT = "nnx_lab.plan/1"
+PLAN_SOURCE = "plan JSON"
 _ROLES = ("data.train", "data.val")
 
 
@@ -59,40 +66,49 @@ def plan_to_json(
 
 
 def plan_from_json(
-    data: Mapping[str, Any],
+    data: Any, source: str | os.PathLike[str] | None = None
 ) -> tuple[dict[str, Any], dict[str, str], tuple[Source | None, Source | None], tuple[Source, ...]]:
-    """``(values, sources, data sources, callbacks)`` from ``plan_to_json``'s form;
-    references are imported. The values are frozen, as a plan holds them."""
-    if not isinstance(data, Mapping) or data.get("format") != PLAN_FORMAT:
-        raise ConfigError(
-            "format",
-            data.get("format") if isinstance(data, Mapping) else data,
-            f"not a plan's JSON (expected format {PLAN_FORMAT!r}); pass what "
-            "ExperimentPlan.to_json() returned",
-        )
+    """``(values, sources, data sources, callbacks)`` from ``plan_to_json``'s form (a
+    mapping, or its JSON text). The document passes its strict shape first (a
+    ``PlanSchemaError`` naming ``source``, the field, the value and the fix); its
+    references stay text (``Reference``): nothing is imported. The values are frozen, as
+    a plan holds them."""
+    where = PLAN_SOURCE if source is None else os.fspath(source)
+    kinds = {f.path: (f.type, f.nullable or f.default is None) for f in plan_fields()}
+    doc = check_plan_json(data, source=where, fields=kinds)
     values: dict[str, Any] = {}
-    for path, value in (data.get("values") or {}).items():
-        field_at(path, "from_json")
-        values[path] = frozen(_value_from_json(path, value))
-    sources = {p: str(data.get("sources", {}).get(p, "with_value")) for p in values}
-    blocks = data.get("data") or {}
+    for path, value in doc["values"].items():
+        try:
+            values[path] = frozen(_value_from_json(path, value))
+        except (ConfigError, TypeError, ValueError, KeyError) as exc:
+            raise PlanSchemaError(
+                where,
+                f"values[{path!r}]",
+                f"cannot be read back ({getattr(exc, 'fix', None) or exc})",
+                value=value,
+                fix="give the value as ExperimentPlan.to_json() writes it",
+            ) from None
+    given = doc.get("sources") or {}
+    sources = {p: str(given.get(p, "with_value")) for p in values}
+    blocks = doc.get("data") or {}
     built = []
     for role in _ROLES:
         entry = blocks.get(role.split(".")[1])
-        obj = None if entry is None else resolve_reference(entry.get("factory"), role)
-        built.append(data_source(obj, role, (entry or {}).get("via", "with_data")))
-    callbacks = tuple(
-        callback_source(
-            resolve_reference(entry.get("factory"), f"callbacks[{i}]"),
-            i,
-            entry.get("via", "with_callbacks"),
+        built.append(
+            None
+            if entry is None
+            else reference_source(Reference(entry["factory"]), role, entry["via"], "data")
         )
-        for i, entry in enumerate(data.get("callbacks") or [])
+    callbacks = tuple(
+        reference_source(Reference(entry["factory"]), f"callbacks[{i}]", entry["via"], "callback")
+        for i, entry in enumerate(doc.get("callbacks") or [])
     )
     return values, sources, (built[0], built[1]), callbacks
 
 
 def _value_json(path: str, value: Any) -> Any:
+    if isinstance(value, Reference):
+        return {"ref": value.text}
     if path == "model.loss":
         if isinstance(value, CustomLossRef):
             raise ConfigError(path, value.name, "a loss from a saved record holds no code")
@@ -136,18 +152,16 @@ def _plain(value: Any) -> bool:
 
 
 def _value_from_json(path: str, value: Any) -> Any:
-    if path == "model.loss" and isinstance(value, dict) and "ref" in value:
-        return resolve_reference(value["ref"], path)
+    if path == "model.loss" and isinstance(value, dict):
+        return Reference(value["ref"])
     if path == "train.metrics" and isinstance(value, list):
         from ..data.metrics import MetricSpec  # imports torch: only for a plan that has them
 
         return tuple(MetricSpec.from_state(s) if isinstance(s, dict) else s for s in value)
     if path == "train.monitor" and isinstance(value, dict):
         return MonitorSpec.from_json(value)
-    if path == "train.extra_metrics" and isinstance(value, dict) and "refs" in value:
-        return {
-            name: resolve_reference(ref, f"{path}[{name!r}]") for name, ref in value["refs"].items()
-        }
+    if path == "train.extra_metrics" and isinstance(value, dict):
+        return {name: Reference(ref) for name, ref in value["refs"].items()}
     if path == "model.precision" and isinstance(value, dict):
         try:
             return PrecisionPolicy.from_json(value)
@@ -159,6 +173,8 @@ def _value_from_json(path: str, value: Any) -> Any:
 def _source_json(src: Source | None, role: str, problems: list[Problem]) -> dict[str, Any] | None:
     if src is None:
         return None
+    if src.kind == "reference":
+        return {"factory": src.obj.text, "via": src.via}
     if src.kind != "factory":
         problems.append(
             Problem(

@@ -54,12 +54,12 @@ def plan_record(
     if loss is not None:
         held.append((loss["code"], values.get("model.loss")))
     for src in data:
-        if src is not None and src.kind == "factory":
+        if src is not None and src.kind in ("factory", "reference"):
             held.append((src.code, src.obj))
     for cb in callbacks:
         held.append((cb.code, cb.obj))
     if mode == "now":
-        code = tuple(code_now(c, held=held_target(obj), allow_import=False) for c, obj in held)
+        code = tuple(code_now(c, held=held_target(obj)) for c, obj in held)
     else:
         code = tuple(dict(c) for c, _ in held)
     limits = []
@@ -95,7 +95,7 @@ def _model_json(model: NNModelParams, loss: dict[str, Any], mode: str) -> dict[s
     object is now."""
     base = {k: v for k, v in vars(model).items() if k != "loss"}
     out = NNModelParams(**base).to_json()  # the loss is then the default: replaced below
-    if mode == "then":
+    if mode == "then" or loss.get("reference"):
         out["loss"] = loss["identity"]
     else:
         from ..engine.losses import custom_loss_identity

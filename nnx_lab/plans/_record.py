@@ -2,16 +2,14 @@
 
 The record type, reading a run's record and comparing two records are torch-free data
 code on the floor below (``nnx_lab/runs/_drift_record.py``, ``_compare.py``); a model's
-record is the engine's (``nnx_lab/engine/drift.py``). What stays here is looking code up
-today with the plans' importing lookup.
+record is the engine's (``nnx_lab/engine/drift.py``), and so is looking code up today:
+among the modules this process has loaded, never importing what a record names (a record
+read from a run folder is someone else's data).
 """
 
 from __future__ import annotations
 
-from typing import Any
-
-from ..engine.drift import code_now as _engine_code_now
-from ..engine.drift import model_record
+from ..engine.drift import code_now, model_record
 from ..runs import (
     BINDING_FILE,
     ENVIRONMENT_KEYS,
@@ -24,7 +22,6 @@ from ..runs import (
     read_plan_file,
     run_record,
 )
-from ._refs import lookup
 
 __all__ = [
     "BINDING_FILE",
@@ -40,10 +37,3 @@ __all__ = [
     "read_plan_file",
     "run_record",
 ]
-
-
-def code_now(record: dict[str, Any], held: Any = None, *, allow_import: bool) -> dict[str, Any]:
-    """``engine.drift.code_now``, importing a record's module first when ``allow_import``."""
-    if not allow_import:
-        return _engine_code_now(record, held)
-    return _engine_code_now(record, held, find=lambda m, q: lookup(m, q, allow_import=True))

@@ -1,7 +1,8 @@
 """What a plan holds besides values: its data sources and its callbacks.
 
-Each is either a *factory* (called once per fit, so every fit gets a fresh object) or a
-borrowed *instance* (the same object for every fit, as §2.20 says). A code record is
+Each is either a *factory* (called once per fit, so every fit gets a fresh object), a
+borrowed *instance* (the same object for every fit, as §2.20 says) or, in a plan read
+from JSON and not resolved yet, a *reference*: the factory's name as text. A code record is
 taken when the object enters the plan, so a drift report can later tell whether the
 name it came from now means other code.
 """
@@ -13,9 +14,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from ._refs import code_record
+from ..errors import ConfigError
+from ._refs import Reference, code_record, reference_code
 
-__all__ = ["Source", "callback_source", "data_source", "takes_no_arguments"]
+__all__ = ["Source", "callback_source", "data_source", "reference_source", "takes_no_arguments"]
 
 
 def takes_no_arguments(fn: Any) -> bool | None:
@@ -30,6 +32,8 @@ def takes_no_arguments(fn: Any) -> bool | None:
 
 
 def _name(obj: Any) -> str:
+    if isinstance(obj, Reference):
+        return obj.name
     target = obj if inspect.isfunction(obj) or inspect.isclass(obj) else type(obj)
     return f"{target.__module__}.{target.__qualname__}"
 
@@ -40,6 +44,8 @@ _DESCRIBE = {
     ("data", "instance"): "borrowed {type} instance, shared by every fit",
     ("callback", "factory"): "{name} (factory: a fresh one per fit)",
     ("callback", "instance"): "{type} instance (borrowed: shared by every fit)",
+    ("data", "reference"): "factory {name}, named in the plan's JSON (not imported yet)",
+    ("callback", "reference"): "{name}, named in the plan's JSON (not imported yet)",
 }
 
 
@@ -49,7 +55,7 @@ class Source:
     equal when they hold the same object for the same purpose."""
 
     obj: Any
-    kind: str  # "factory" | "instance"
+    kind: str  # "factory" | "instance" | "reference"
     code: dict[str, Any]
     via: str
     holds: str  # "data" | "callback"
@@ -59,6 +65,10 @@ class Source:
         return _name(self.obj)
 
     def make(self) -> Any:
+        if self.kind == "reference":
+            raise ConfigError(
+                self.code["role"], self.obj.text, "the plan holds a reference: plan.resolve() first"
+            )
         return self.obj() if self.kind == "factory" else self.obj
 
     def describe(self) -> str:
@@ -66,10 +76,14 @@ class Source:
         return text.format(name=self.name, type=type(self.obj).__qualname__)
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Source) and other.obj is self.obj and other.holds == self.holds
+        if not isinstance(other, Source) or other.holds != self.holds:
+            return False
+        if isinstance(self.obj, Reference):
+            return self.obj == other.obj
+        return other.obj is self.obj
 
     def __hash__(self) -> int:
-        return id(self.obj)
+        return hash(self.obj) if isinstance(self.obj, Reference) else id(self.obj)
 
 
 def data_source(obj: Any, role: str, via: str) -> Source | None:
@@ -86,3 +100,8 @@ def callback_source(obj: Any, index: int, via: str) -> Source:
     factory = inspect.isclass(obj) or (inspect.isfunction(obj) and takes_no_arguments(obj))
     code = code_record(obj, f"callbacks[{index}]")
     return Source(obj, "factory" if factory else "instance", code, via, "callback")
+
+
+def reference_source(ref: Reference, role: str, via: str, holds: str) -> Source:
+    """A data source or callback read from a plan's JSON: its name, no code."""
+    return Source(ref, "reference", reference_code(ref, role), via, holds)

@@ -17,13 +17,15 @@ from ..engine.enums import Losses
 from ..engine.params import CustomLossRef, NNOptimParams, NNSchedulerParams, NNTrainParams
 from ..errors import ConfigError
 from ._fields import SCHEDULER, PlanField, field_index, plan_fields
-from ._refs import code_record
+from ._problems import json_safe
+from ._refs import Reference, code_record, reference_code
 
 __all__ = [
     "field_at",
     "frozen",
     "is_custom_loss",
     "loss_entry",
+    "same_value",
     "section_updates",
     "train_call_updates",
     "train_updates",
@@ -65,12 +67,32 @@ def frozen(value: Any) -> Any:
     return value
 
 
+def same_value(a: Any, b: Any) -> bool:
+    """Whether two plans' values at one path are the same (the same object, equal, or
+    the same JSON for values that are not code)."""
+    if a is b:
+        return True
+    try:
+        if a == b:
+            return True
+    except Exception:
+        return False
+    return not callable(a) and json_safe(a) == json_safe(b)
+
+
 def is_custom_loss(value: Any) -> bool:
     return not isinstance(value, str | Losses | CustomLossRef) and callable(value)
 
 
 def loss_entry(loss: Any) -> dict[str, Any] | None:
-    """The identity and code record of a custom loss, taken as it enters a plan."""
+    """The identity and code record of a custom loss, taken as it enters a plan (for a
+    reference read from JSON: its name, no code)."""
+    if isinstance(loss, Reference):
+        return {
+            "identity": {"custom": loss.name, "code": None},
+            "code": reference_code(loss, "model.loss"),
+            "reference": True,
+        }
     if not is_custom_loss(loss):
         return None
     from ..engine.losses import custom_loss_identity  # torch: only for a custom loss

@@ -4,7 +4,8 @@ fix), before anything exists.
 Reads no loader, calls no factory and builds no model: the values are checked by
 ``resolve()`` one field at a time, the data sources and callbacks by their shape (a
 factory must take no argument; an instance must be a reusable loader, or a callback the
-event stream accepts), the device and precision against this machine, and a run to
+event stream accepts), the references of a plan read from JSON without importing them
+(``_plan_refs``), the device and precision against this machine, and a run to
 resume against the runs root.
 """
 
@@ -17,6 +18,8 @@ from ..engine.params import CustomLossRef, NNModelParams, NNTrainParams
 from ..engine.precision import device_can_run
 from ..runs import is_run_id, resolve_runs_root, run_dir
 from ._fields import EARLY_STOPPING, SCHEDULER, Resolved, plan_fields
+from ._locate import runs_roots
+from ._plan_refs import has_references, reference_problems
 from ._problems import Problem, Problems
 from ._sources import Source, takes_no_arguments
 
@@ -49,6 +52,9 @@ def plan_problems(
         )
     if not flagged & {"model.device", "model.precision", "model.mixed_precision"}:
         problems += _device_problems(resolved.model)
+    if has_references(values, data, callbacks):
+        roots = runs_roots(resolved.train.runs_root)
+        problems += reference_problems(values, data, callbacks, roots)
     problems += _data_problems(data)
     problems += _callback_problems(callbacks)
     if "train.resume_from_run_id" not in flagged and "train.runs_root" not in flagged:
@@ -91,7 +97,7 @@ def _data_problems(data: tuple[Source | None, Source | None]) -> list[Problem]:
             )
         )
     for role, src in (("data.train", train), ("data.val", val)):
-        if src is None:
+        if src is None or src.kind == "reference":  # checked by reference_problems
             continue
         if src.kind == "factory":
             if takes_no_arguments(src.obj) is False:
@@ -116,6 +122,8 @@ def _callback_problems(callbacks: tuple[Source, ...]) -> list[Problem]:
 
     problems = []
     for i, cb in enumerate(callbacks):
+        if cb.kind == "reference":  # checked by reference_problems
+            continue
         if cb.kind == "factory":
             if takes_no_arguments(cb.obj) is False:
                 problems.append(

@@ -89,6 +89,7 @@ from ._schemas.data import (
     StandardizerFileError,
 )
 from ._schemas.documents import CalibratorFile, PolicyFile
+from ._schemas.plan import PLAN_FORMAT, PlanSchemaError, check_plan_json, read_plan_json
 from ._schemas.reading import check_header, check_shape, read_file, read_json_file
 from ._schemas.sidecar import TENSORS_FILE, CheckpointFileError, SidecarFile, state_problem
 from ._schemas.tensors import check_tensors_header
@@ -105,6 +106,7 @@ __all__ = [
     "HOOKS",
     "INTERRUPTED",
     "PLAN_FILE",
+    "PLAN_FORMAT",
     "PROVENANCE_FILE",
     "RUN_ID_LENGTH",
     "RUN_KNOBS",
@@ -125,6 +127,7 @@ __all__ = [
     "JsonlReader",
     "LogDamagedError",
     "LogFollower",
+    "PlanSchemaError",
     "PolicyFile",
     "Provenance",
     "ProvenanceFileError",
@@ -151,6 +154,7 @@ __all__ = [
     "canonical_json",
     "check_header",
     "check_manifest",
+    "check_plan_json",
     "check_shape",
     "check_tensors_header",
     "compare_many",
@@ -176,6 +180,7 @@ __all__ = [
     "read_json_file",
     "read_jsonl",
     "read_plan_file",
+    "read_plan_json",
     "read_provenance",
     "read_record",
     "read_stop_request",

@@ -285,6 +285,9 @@ def _code_row(
 
     name = then.get("name") or f"{then.get('module')}.{then.get('qualname')}"
     if then.get("digest") is None:
+        if then.get("kind") == "reference":  # a plan read from JSON holds no code yet
+            note = f"{name} is a reference the plan has not resolved: plan.resolve() takes its code"
+            return row(False, "", "unknown", note)
         return row(False, "", "unknown", f"{name} has no readable code: it cannot be compared")
     if now.get("found") is False:
         if handle in ("plan", "model"):
@@ -293,9 +296,14 @@ def _code_row(
                 f"{name} no longer exists under that name; the {handle} keeps the object it holds"
             )
             return row(True, action, "code", note)
+        module = then.get("module") or name.rpartition(".")[0]
         note = (
             f"{name} is not defined in this process: import its module (or run the cell "
             "that defines it) to compare"
+            if now.get("loaded", True)
+            else f"{name}: module {module} is not loaded in this process, and a report "
+            f"never imports what a record names; to compare, import its module yourself "
+            f"(import {module}) if you trust it"
         )
         return row(False, "", "unknown", note)
     if now.get("digest") == then.get("digest"):

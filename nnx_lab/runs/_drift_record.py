@@ -11,7 +11,6 @@ JupyterLab server extension does.
 from __future__ import annotations
 
 import importlib.metadata
-import json
 import os
 import platform
 import sys
@@ -19,9 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import RunRecordError
 from ._ids import find_run_id, resolve_runs_root, run_dir
 from ._records import read_record
+from ._schemas.plan import read_run_plan
 
 __all__ = [
     "BINDING_FILE",
@@ -142,17 +141,14 @@ def _custom_loss_code(loss_json: Any) -> dict[str, Any] | None:
 
 
 def read_plan_file(path: Path) -> dict[str, Any] | None:
-    """A run's ``plan.json``, or None when the run was not fitted from a plan."""
+    """A run's ``plan.json``, checked as the shape ``plan.fit()`` writes (a
+    ``SchemaError`` naming the file, the field and the fix otherwise), or None when the
+    run was not fitted from a plan. Its code records are names and digests: nothing it
+    names is imported or looked up."""
     file = Path(path) / PLAN_FILE
-    if not file.is_file():
+    if not file.is_symlink() and not file.is_file():
         return None
-    try:
-        data = json.loads(file.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise RunRecordError(file, f"not valid JSON ({exc})") from None
-    if not isinstance(data, dict):
-        raise RunRecordError(file, f"a JSON {type(data).__name__}, not an object")
-    return data
+    return read_run_plan(file)
 
 
 def locate_run(run: Any, runs_root: str | os.PathLike[str] | None) -> tuple[str, Path]:

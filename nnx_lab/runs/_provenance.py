@@ -199,7 +199,7 @@ class ExperimentManifest:
         if not callable(resolve):
             raise ConfigError("plan", plan, "pass an ExperimentPlan")
         plan.validate().raise_for_errors()
-        r = resolve()
+        r = plan.resolve()._resolve()  # a plan read from JSON: its code, by its references
         if description is not None and not isinstance(description, str):
             raise ConfigError("description", description, "pass a string, or None")
         return cls(

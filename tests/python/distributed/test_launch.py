@@ -198,6 +198,48 @@ def test_refusals_come_before_any_process_or_folder(runs_root):
     assert not runs_root.exists() or not any(runs_root.iterdir())
 
 
+def test_a_worker_reads_its_plan_as_data_and_refuses_what_no_plan_writes(runs_root, tmp_path):
+    """A launch folder's plan.json is a file on disk like any other: a rank checks its
+    shape, then its references, before anything it names is imported or a group joined."""
+    marker = tmp_path / "imported.txt"
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "honest_factories.py").write_text(
+        f"open({str(marker)!r}, 'w').write('ran')\ndef make():\n    return []\n"
+    )
+    good = _plan(runs_root).to_json()
+    hostile = json.loads(json.dumps(good))
+    hostile["data"]["train"]["factory"] = "honest_factories:make"
+    hostile["callbacks"] = [{"factory": "os:abort", "via": "with_callbacks"}]
+    deep = json.dumps(good).replace(
+        '"values": {', '"values": {"x": ' + "[" * 100_000 + "]" * 100_000 + ", ", 1
+    )
+    env = {
+        **os.environ,
+        "RANK": "0",
+        "PYTHONPATH": os.pathsep.join([str(code), str(HERE), *sys.path]),
+    }
+    for document, error, says in (
+        (json.dumps(hostile), "PlanError", "standard library"),
+        (deep, "PlanSchemaError", "nested deeper"),
+    ):
+        folder = tmp_path / f"launch-{error}"
+        folder.mkdir()
+        (folder / "plan.json").write_text(document)
+        out = subprocess.run(
+            [sys.executable, "-m", "nnx_lab.distributed.worker", str(folder)],
+            env=env,
+            capture_output=True,
+            timeout=180,
+        )
+        assert out.returncode == 1
+        record = json.loads((folder / "rank0.error.json").read_text())
+        assert record["type"] == error, record
+        assert says in record["message"]
+        assert not (folder / "run.json").exists()
+    assert not marker.exists()
+
+
 # -- the launcher is a source of events: any sink, no widget -----------------------------
 
 RUN = "cd" * 16

@@ -272,7 +272,11 @@ def test_json_round_trip(base):
     data = json.loads(json.dumps(plan.to_json()))
     assert data["data"]["train"]["factory"] == "plan_factories:make_train_loader"
     assert data["values"]["model.loss"] == {"ref": "plan_factories:smooth_loss"}
-    back = ExperimentPlan.from_json(data)
+    loaded = ExperimentPlan.from_json(data)  # inspect-only: its references are text
+    assert str(loaded.value("model.loss")) == "plan_factories:smooth_loss"
+    assert loaded.to_json() == plan.to_json()
+    assert loaded.validate().ok
+    back = loaded.resolve()
     assert back == plan
     assert back.to_json() == plan.to_json()
     assert back.value("model.loss") is pf.smooth_loss
@@ -292,7 +296,7 @@ def test_declared_metrics_monitor_and_extra_metrics_travel_as_json(base):
     data = json.loads(json.dumps(plan.to_json()))
     assert data["values"]["train.metrics"][1] == {"name": "ece", "options": {"bins": 10}}
     assert data["values"]["train.extra_metrics"] == {"refs": {"rows": "plan_factories:rows_seen"}}
-    back = ExperimentPlan.from_json(data)
+    back = ExperimentPlan.from_json(data).resolve()
     assert list(back.value("train.metrics")) == [MetricSpec("accuracy"), MetricSpec("ece", bins=10)]
     assert back.value("train.monitor") == MonitorSpec("ece(bins=10)", mode="min")
     assert back.value("train.extra_metrics")["rows"] is pf.rows_seen
@@ -345,12 +349,15 @@ def test_non_importable_objects_are_refused_with_the_fix(base):
 def test_from_json_names_what_cannot_be_resolved(base):
     data = base.to_json()
     data["data"]["train"]["factory"] = "no_such_module_xyz:make"
+    loaded = ExperimentPlan.from_json(data)  # reading imports nothing: validate() names it
+    assert loaded.validate().fields == ("data.train",)
+    assert "cannot be imported" in loaded.validate().get("data.train").fix
     with pytest.raises(ConfigError, match="cannot be imported") as raised:
-        ExperimentPlan.from_json(data)
+        loaded.resolve()
     assert raised.value.field == "data.train"
     data["data"]["train"]["factory"] = "plan_factories:no_such_factory"
     with pytest.raises(ConfigError, match="has no 'no_such_factory'"):
-        ExperimentPlan.from_json(data)
+        ExperimentPlan.from_json(data).resolve()
     with pytest.raises(ConfigError, match="format"):
         ExperimentPlan.from_json({"values": {}})
 
