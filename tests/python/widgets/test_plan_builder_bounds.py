@@ -14,6 +14,8 @@ defect 3).
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from plan_factories import make_train_loader, make_val_loader
 
@@ -21,6 +23,7 @@ import nnx_lab.engine.model as engine_model
 import nnx_lab.engine.nets as engine_nets
 from nnx_lab import ExperimentPlan
 from nnx_lab.plans import plan_fields
+from nnx_lab.runs import PlanSchemaError
 from nnx_lab.widgets import PlanBuilder
 from nnx_lab.widgets._plan_form import (
     FORM_MAX_PARAMETERS,
@@ -142,9 +145,14 @@ def test_a_count_past_what_any_run_takes_is_refused_by_the_plan_itself(base, f):
     problems = plan.check(f.path, value)
     assert problems.fields == (f.path,)
     assert "at most 2**53 - 1" in str(problems)
-    # wherever the plan comes from: code, or a plan file read back
+    # wherever the plan comes from: code, or a plan file read back. A file's
+    # integer past any setting is refused as it is read, naming where it sits;
+    # one past 2**53 - 1 but still an integer JSON keeps reads, and validate names it
     data = plan.to_json()
-    loaded = ExperimentPlan.from_json({**data, "values": {**data["values"], f.path: value}})
+    with pytest.raises(PlanSchemaError, match=re.escape(f"values['{f.path}']")):
+        ExperimentPlan.from_json({**data, "values": {**data["values"], f.path: value}})
+    past = [SAFE_INT + 1] if f.type == "int_list" else SAFE_INT + 1
+    loaded = ExperimentPlan.from_json({**data, "values": {**data["values"], f.path: past}})
     assert "at most 2**53 - 1" in str(loaded.validate())
     at_limit = [SAFE_INT] if f.type == "int_list" else SAFE_INT
     assert not [p for p in plan.check(f.path, at_limit) if "2**53" in p.fix]
