@@ -58,7 +58,14 @@ from ._ids import (
     run_dir,
     validate_run_id,
 )
-from ._jsonl import JsonlReader, LogDamagedError, read_jsonl
+from ._jsonl import (
+    JsonlReader,
+    LogDamagedError,
+    LogLineError,
+    iter_jsonl,
+    parse_line,
+    read_jsonl,
+)
 from ._listing import damaged_row, list_runs, metadata_row, run_rows
 from ._output import config_report_enabled, emit, set_config_report
 from ._provenance import (
@@ -73,9 +80,12 @@ from ._records import (
     HEARTBEAT_S,
     INTERRUPTED,
     STALE_AFTER_S,
+    RecordSchemaError,
     RunRecordError,
     effective_status,
     parse_record,
+    problem,
+    read_plain,
     read_record,
     writer_alive,
     writer_identity,
@@ -110,8 +120,10 @@ __all__ = [
     "JsonlReader",
     "LogDamagedError",
     "LogFollower",
+    "LogLineError",
     "Provenance",
     "Record",
+    "RecordSchemaError",
     "RunEnding",
     "RunFinished",
     "RunRecordError",
@@ -141,12 +153,16 @@ __all__ = [
     "find_run_id",
     "flatten",
     "is_run_id",
+    "iter_jsonl",
     "list_runs",
     "locate_run",
     "metadata_row",
+    "parse_line",
     "parse_record",
+    "problem",
     "read_json",
     "read_jsonl",
+    "read_plain",
     "read_plan_file",
     "read_provenance",
     "read_record",

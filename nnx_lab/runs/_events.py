@@ -16,11 +16,26 @@ each epoch end, one ``StepMetrics`` holding the per-step records read back in bu
 
 from __future__ import annotations
 
+import os
 import time
-import types as types_module
-import typing
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
+
+from msgspec import UNSET
+
+from ._jsonl import LogLineError
+from ._schema import SchemaError, check
+from ._schemas.log import (
+    LOG_LINE_KINDS,
+    CheckpointLine,
+    EpochLine,
+    LogLine,
+    RunFinishedLine,
+    RunStartedLine,
+    StepLine,
+    StepMetricsLine,
+    StepShape,
+)
 
 __all__ = [
     "HOOKS",
@@ -239,71 +254,70 @@ _LIVE_ONLY = (EpochStarted, RunEnding, SweepStarted, SweepPoints, SweepFinished)
 HOOKS: tuple[str, ...] = (*(cls.hook for cls in _KINDS.values()), *(c.hook for c in _LIVE_ONLY))
 
 
-def event_from_json(data: dict[str, Any]) -> Event:
+def event_from_json(
+    data: Any, path: str | os.PathLike[str] = "metrics.jsonl", line: int | None = None
+) -> Event:
     """Rebuild an event from its JSON form (one line of ``metrics.jsonl``).
 
-    Every field is checked against its declared type, so a damaged or edited line is a
-    ``ValueError`` naming the field here, not a confusing error later.
+    The line is checked against its shape (``_schemas.log``: types, whole numbers,
+    finite values where the engine writes finite ones, plausible times), so a damaged or
+    edited line is one ``LogLineError`` (a ``ValueError``, a ``SchemaError`` and a
+    ``LogDamagedError``) naming ``path``, ``line`` and the field here, not a confusing
+    error later.
     """
     if not isinstance(data, dict):
-        raise ValueError(f"an event is a JSON object, not a {type(data).__name__}")
+        raise LogLineError(
+            path, "", f"an event is a JSON object, not a {type(data).__name__}", line=line
+        )
     kind = data.get("event")
-    if kind == "step":  # the log writes one line per step record
-        return StepMetrics(records=(_build(StepRecord, data),))
-    cls = _KINDS.get(kind)  # type: ignore[arg-type]
-    if cls is None:
-        raise ValueError(f"unknown event kind {kind!r}; expected one of {sorted(_KINDS)}")
-    if cls is StepMetrics:
-        records = data.get("records")
-        if not isinstance(records, list):
-            raise ValueError("step_metrics.records must be a list")
-        return StepMetrics(records=tuple(_build(StepRecord, r) for r in records))
-    return _build(cls, data)
+    if kind not in LOG_LINE_KINDS:
+        raise LogLineError(
+            path,
+            "event",
+            f"unknown event kind {_shown(kind)}; expected one of {sorted(_KINDS)}",
+            line=line,
+        )
+    try:
+        shape = check(data, LogLine, path, line=line)  # type: ignore[arg-type]
+    except SchemaError as exc:
+        raise LogLineError.of(exc) from None
+    if isinstance(shape, StepLine):  # the log writes one line per step record
+        return StepMetrics(records=(_record(shape),))
+    if isinstance(shape, StepMetricsLine):
+        return StepMetrics(records=tuple(_record(r) for r in shape.records))
+    return _event(_LINE_EVENTS[type(shape)], shape)
 
 
-_SCHEMAS: dict[type, dict[str, tuple[tuple[type, ...], bool, bool]]] = {}
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
-def _schema(cls: type) -> dict[str, tuple[tuple[type, ...], bool, bool]]:
-    """field -> (accepted types, may be None, required), from the dataclass annotations."""
-    if cls not in _SCHEMAS:
-        hints = typing.get_type_hints(cls)
-        schema = {}
-        for f in fields(cls):
-            hint = hints[f.name]
-            union = typing.get_origin(hint) in (typing.Union, types_module.UnionType)
-            args = typing.get_args(hint) if union else (hint,)
-            optional = type(None) in args
-            types: tuple[type, ...] = tuple(
-                typing.get_origin(a) or a for a in args if a is not type(None)
-            )
-            if Any in types:
-                types = (object,)
-            if float in types:
-                types = (*types, int)  # JSON writes 2.0 as 2
-            required = f.default is MISSING and f.default_factory is MISSING
-            schema[f.name] = (types, optional, required)
-        _SCHEMAS[cls] = schema
-    return _SCHEMAS[cls]
+_LINE_EVENTS: dict[type, type[Event]] = {
+    RunStartedLine: RunStarted,
+    EpochLine: EpochEnded,
+    CheckpointLine: CheckpointWritten,
+    RunFinishedLine: RunFinished,
+}
+_FIELDS: dict[type, tuple[str, ...]] = {}
 
 
-def _build(cls: type, data: Any) -> Any:
-    if not isinstance(data, dict):
-        raise ValueError(f"a {cls.__name__} is a JSON object, not a {type(data).__name__}")
-    values = {}
-    for name, (types, optional, required) in _schema(cls).items():
-        if name not in data:
-            if required:
-                raise ValueError(f"{cls.__name__}.{name} is missing")
-            continue
-        value = data[name]
-        if value is None and optional:
-            values[name] = value
-            continue
-        if (isinstance(value, bool) and bool not in types) or not isinstance(value, types):
-            raise ValueError(
-                f"{cls.__name__}.{name}={value!r} is a {type(value).__name__}, not "
-                f"{' or '.join(t.__name__ for t in types)}"
-            )
-        values[name] = value
-    return cls(**values)
+def _values(cls: type, shape: Any) -> dict[str, Any]:
+    """The fields of ``cls`` that ``shape`` holds (left out: the dataclass default)."""
+    names = _FIELDS.get(cls)
+    if names is None:
+        names = _FIELDS[cls] = tuple(f.name for f in fields(cls))
+    out = {}
+    for name in names:
+        value = getattr(shape, name)
+        if value is not UNSET:
+            out[name] = value
+    return out
+
+
+def _record(shape: StepShape) -> StepRecord:
+    return StepRecord(**_values(StepRecord, shape))
+
+
+def _event(cls: type[Event], shape: Any) -> Event:
+    return cls(**_values(cls, shape))
