@@ -4,8 +4,9 @@ Two files a shared runs folder can hold, and what reading them costs, each measu
 a fresh process (wall time, and the peak resident memory the reading adds over the
 process once its imports are done):
 
-* ``yaml``: a ``metadata.yaml`` of nested YAML aliases (the 378-byte "billion laughs",
-  9 levels of 9, plus ``status: finished``) in one run of a root, read by
+* ``yaml``: a 370-byte ``metadata.yaml`` of nested YAML aliases (8 levels of 9: 43
+  million values once expanded, in the ``error`` and ``torch`` fields) in one run of a
+  root, read by
   ``nnx_lab.runs.list_runs``, by the server's listing (``RunsService.list_runs``, what
   the panel polls every 2 s) and by the server's compare of that run with a good one;
 * ``log``: a run whose ``metrics.jsonl`` holds ``--log-mb`` megabytes of step lines as
@@ -13,17 +14,20 @@ process once its imports are done):
 
     python benchmarks/hostile_files.py [--case yaml|log|all] [--log-mb 200]
 
-Printed on 2026-12-01 (2 shared cores; ``--case all --log-mb 200``), before the strict
-records (commit 9ac4479) and after (branch h20-listing):
+Printed on 2026-12-01 by ``python benchmarks/hostile_files.py --case all`` on the 2-vCPU
+machine under a load of 9-10 (other jobs running), before the strict records (commit
+9ac4479, run as ``PYTHONPATH=<that tree>``) and after (branch h20-listing), back to
+back. Times vary 2-3x with the load (an earlier pair at a load of 5 gave 39 s / 13 s
+for the two listings and 40 s / 46 s for the log); peak memory does not.
 
-===========================  =====================  =====================
-case                          before                 after
-===========================  =====================  =====================
-yaml: list_runs               4.3 s,   +8 MB         0.01 s, +0 MB (damaged)
-yaml: server listing          FILL
-yaml: server compare          FILL
-log: from_run, 200 MB         FILL
-===========================  =====================  =====================
+======================  ==========================  ================================
+case                    before                      after
+======================  ==========================  ================================
+yaml: list_runs         18.7 s, +274 MB             0.03 s, +1.8 MB (a damaged row)
+yaml: server listing    22.4 s, +274 MB             0.01 s, +0.2 MB (a damaged row)
+yaml: server compare    51.2 s, +1208 MB (409)      0.02 s, +0.2 MB (409, the reason)
+log: from_run, 201 MiB  120.7 s, +2067 MB           86.7 s, +22 MB
+======================  ==========================  ================================
 """
 
 from __future__ import annotations
@@ -190,13 +194,13 @@ def measure(case: str, root: Path) -> dict:
         timeout=3600,
     )
     if out.returncode != 0:
+        last = out.stderr.strip().splitlines()[-1] if out.stderr.strip() else ""
+        nan = float("nan")
         return {
             "case": case,
-            "seconds": float("nan"),
-            "peak_mb": float("nan"),
-            "outcome": (
-                f"exit {out.returncode}: {out.stderr.strip().splitlines()[-1] if out.stderr else ''}"
-            ),
+            "seconds": nan,
+            "peak_mb": nan,
+            "outcome": f"exit {out.returncode}: {last}",
         }
     return json.loads(out.stdout.strip().splitlines()[-1])
 

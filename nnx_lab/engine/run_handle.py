@@ -18,10 +18,11 @@ from typing import Any
 
 from ..runs import (
     FORMAT_VERSION,
+    JsonlReader,
     RunRecordError,
     atomic_write_yaml,
     effective_status,
-    iter_jsonl,
+    event_from_line,
     read_provenance,
     read_record,
     resolve_runs_root,
@@ -30,7 +31,7 @@ from ..runs import (
 )
 from .edp import EDP
 from .enums import RunStatus
-from .events import EpochEnded, Event, RunFinished, StepMetrics, StepRecord, event_from_json
+from .events import EpochEnded, Event, RunFinished, StepMetrics, StepRecord
 from .params import NNModelParams, NNParams
 from .precision import ResolvedPrecision
 from .selection import MonitorRecord
@@ -240,8 +241,8 @@ def iter_events(path: Path) -> Iterator[Event]:
     """The events of a ``metrics.jsonl``, read as a stream; a torn last line (a writer
     died mid-line) is skipped, any other damage is a ``LogDamagedError`` naming the file,
     the line and the field."""
-    for line, obj in iter_jsonl(path):
-        yield event_from_json(obj, path, line)
+    for _, event in JsonlReader(path, decode=event_from_line).iter_numbered():
+        yield event
 
 
 def read_events(path: Path) -> list[Event]:

@@ -47,6 +47,8 @@ from ._events import (
     SweepPoints,
     SweepStarted,
     event_from_json,
+    event_from_line,
+    quick_event,
 )
 from ._follow import FOLLOW_ENDINGS, FOLLOW_HOOKS, LogFollower
 from ._format import FORMAT_VERSION, canonical_json, run_id_for
@@ -59,6 +61,7 @@ from ._ids import (
     validate_run_id,
 )
 from ._jsonl import (
+    CHUNK_BYTES,
     JsonlReader,
     LogDamagedError,
     LogLineError,
@@ -96,6 +99,7 @@ __all__ = [
     "ABSENT",
     "ACTIONS",
     "BINDING_FILE",
+    "CHUNK_BYTES",
     "ENVIRONMENT_KEYS",
     "FOLLOW_ENDINGS",
     "FOLLOW_HOOKS",
@@ -149,6 +153,7 @@ __all__ = [
     "emit",
     "environment_now",
     "event_from_json",
+    "event_from_line",
     "file_lock",
     "find_run_id",
     "flatten",
@@ -160,6 +165,7 @@ __all__ = [
     "parse_line",
     "parse_record",
     "problem",
+    "quick_event",
     "read_json",
     "read_jsonl",
     "read_plain",

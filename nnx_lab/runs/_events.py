@@ -21,10 +21,12 @@ import time
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
+import msgspec
 from msgspec import UNSET
+from msgspec.structs import astuple
 
-from ._jsonl import LogLineError
-from ._schema import SchemaError, check
+from ._jsonl import LogLineError, parse_line
+from ._schema import LIMITS, SchemaError, check
 from ._schemas.log import (
     LOG_LINE_KINDS,
     CheckpointLine,
@@ -34,7 +36,6 @@ from ._schemas.log import (
     RunStartedLine,
     StepLine,
     StepMetricsLine,
-    StepShape,
 )
 
 __all__ = [
@@ -53,6 +54,8 @@ __all__ = [
     "SweepPoints",
     "SweepStarted",
     "event_from_json",
+    "event_from_line",
+    "quick_event",
 ]
 
 
@@ -257,7 +260,7 @@ HOOKS: tuple[str, ...] = (*(cls.hook for cls in _KINDS.values()), *(c.hook for c
 def event_from_json(
     data: Any, path: str | os.PathLike[str] = "metrics.jsonl", line: int | None = None
 ) -> Event:
-    """Rebuild an event from its JSON form (one line of ``metrics.jsonl``).
+    """Rebuild an event from its JSON form (one line of ``metrics.jsonl``, parsed).
 
     The line is checked against its shape (``_schemas.log``: types, whole numbers,
     finite values where the engine writes finite ones, plausible times), so a damaged or
@@ -281,11 +284,37 @@ def event_from_json(
         shape = check(data, LogLine, path, line=line)  # type: ignore[arg-type]
     except SchemaError as exc:
         raise LogLineError.of(exc) from None
-    if isinstance(shape, StepLine):  # the log writes one line per step record
-        return StepMetrics(records=(_record(shape),))
-    if isinstance(shape, StepMetricsLine):
-        return StepMetrics(records=tuple(_record(r) for r in shape.records))
-    return _event(_LINE_EVENTS[type(shape)], shape)
+    return _from_shape(shape)
+
+
+def event_from_line(
+    raw: bytes, path: str | os.PathLike[str] = "metrics.jsonl", line: int | None = None
+) -> Event:
+    """The event of one line of ``metrics.jsonl`` (its bytes, without the newline), or
+    a ``LogLineError``: ``quick_event``'s one pass, else ``parse_line`` and
+    ``event_from_json``, which say what is wrong."""
+    event = quick_event(raw)
+    if event is not None:
+        return event
+    return event_from_json(parse_line(raw, path, line), path, line)
+
+
+_LINE_DECODER = msgspec.json.Decoder(LogLine)
+
+
+def quick_event(raw: bytes) -> Event | None:
+    """The event of a well-formed log line, decoded and checked in one pass in C, or
+    None when this pass cannot say: a NaN or an infinity (JSON has no word for them;
+    the engine writes them as Python's json does), brackets enough to pass the nesting
+    cap, or any damage. The slow path (``event_from_line``) then decides, with the
+    same shapes, so the two never disagree on what passes."""
+    if b"NaN" in raw or b"Infinity" in raw or raw.count(b"[") + raw.count(b"{") > LIMITS.nesting:
+        return None
+    try:
+        shape = _LINE_DECODER.decode(raw)
+    except msgspec.DecodeError:  # a ValidationError too: the slow path names the field
+        return None
+    return _from_shape(shape)
 
 
 def _shown(value: Any) -> str:
@@ -302,22 +331,15 @@ _LINE_EVENTS: dict[type, type[Event]] = {
 _FIELDS: dict[type, tuple[str, ...]] = {}
 
 
-def _values(cls: type, shape: Any) -> dict[str, Any]:
-    """The fields of ``cls`` that ``shape`` holds (left out: the dataclass default)."""
+def _from_shape(shape: Any) -> Event:
+    if type(shape) is StepLine:  # the log writes one line per step record
+        # StepShape holds StepRecord's fields in its order, with its defaults
+        return StepMetrics(records=(StepRecord(*astuple(shape)),))
+    if type(shape) is StepMetricsLine:
+        return StepMetrics(records=tuple(StepRecord(*astuple(r)) for r in shape.records))
+    cls = _LINE_EVENTS[type(shape)]
     names = _FIELDS.get(cls)
     if names is None:
         names = _FIELDS[cls] = tuple(f.name for f in fields(cls))
-    out = {}
-    for name in names:
-        value = getattr(shape, name)
-        if value is not UNSET:
-            out[name] = value
-    return out
-
-
-def _record(shape: StepShape) -> StepRecord:
-    return StepRecord(**_values(StepRecord, shape))
-
-
-def _event(cls: type[Event], shape: Any) -> Event:
-    return cls(**_values(cls, shape))
+    values = {n: v for n in names if (v := getattr(shape, n)) is not UNSET}
+    return cls(**values)  # a field left out takes the event's default

@@ -28,9 +28,9 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from ._events import HOOKS, Event, RunFinished, event_from_json
+from ._events import HOOKS, Event, RunFinished, event_from_json, quick_event
 from ._ids import is_run_id, run_dir
-from ._jsonl import JsonlReader, LogDamagedError
+from ._jsonl import JsonlReader, LogDamagedError, parse_line
 from ._records import INTERRUPTED, RunRecordError, effective_status, read_record
 
 __all__ = ["FOLLOW_ENDINGS", "FOLLOW_HOOKS", "LogFollower"]
@@ -102,7 +102,9 @@ class LogFollower:
             hook: [fn for fn in (getattr(s, hook, None) for s in self.sinks) if callable(fn)]
             for hook in (*HOOKS, *FOLLOW_HOOKS)
         }
-        self._reader = JsonlReader(self.run_dir / "metrics.jsonl", strict=False)
+        self._reader = JsonlReader(
+            self.run_dir / "metrics.jsonl", strict=False, decode=self._decode
+        )
         self._name = name or f"nnx-follow-{self.run_dir.name[:12]}"
         self._read_lock = threading.RLock()
         self._stop = threading.Event()
@@ -136,19 +138,27 @@ class LogFollower:
                 self.finished = False
                 self._call("on_log_restarted")
             count = 0
-            for chunk in chunks:
-                for line, obj in chunk:
-                    try:
-                        event = event_from_json(obj, self.path, line)
-                    except LogDamagedError as exc:
-                        self.skipped += 1
-                        log.warning("%s: skipping a log line: %s", self.path, exc)
-                        continue
+            for chunk in chunks:  # delivered before the next chunk is read
+                for _, event in chunk:
                     self.deliver(event)
-                    count += 1
+                count += len(chunk)
             self.events_read += count
             self._call("on_log_read", count)
             return count
+
+    def _decode(self, raw: bytes, path: Path, line: int) -> Event | None:
+        """A line's event; a line that is JSON but no event of this version is skipped
+        here (``skipped``), one that is not JSON by the reader (``bad_lines``)."""
+        event = quick_event(raw)
+        if event is not None:
+            return event
+        obj = parse_line(raw, path, line)
+        try:
+            return event_from_json(obj, path, line)
+        except LogDamagedError as exc:
+            self.skipped += 1
+            log.warning("%s: skipping a log line: %s", self.path, exc)
+            return None
 
     def deliver(self, event: Event) -> None:
         """Hand one event to every sink that listens to it, as a line of the log is."""

@@ -20,7 +20,7 @@ import json
 import logging
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +40,7 @@ __all__ = [
 
 log = logging.getLogger("nnx_lab.runs")
 
-CHUNK_BYTES = 1 << 20  # what one read of a log takes at most
+CHUNK_BYTES = 256 << 10  # what one read of a log takes at most (and its objects: ~2 MB)
 _LOG_FIX = "the log is damaged. Restore the file, or delete the run and train it again"
 _FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
 _FLAGS |= getattr(os, "O_CLOEXEC", 0)
@@ -79,7 +79,9 @@ class LogLineError(SchemaError, LogDamagedError):
         return cls(exc.path, exc.field, reason, value=exc.value, fix=fix, line=at)
 
 
-def parse_line(raw: bytes, path: str | os.PathLike[str], line: int | None = None) -> dict[str, Any]:
+def parse_line(
+    raw: bytes, path: str | os.PathLike[str] = "metrics.jsonl", line: int | None = None
+) -> dict[str, Any]:
     """One log line as a JSON object, within the limits, or a ``LogLineError``."""
     try:
         value = json.loads(raw.decode("utf-8"), parse_constant=_constant)
@@ -112,6 +114,11 @@ class JsonlReader:
     huge log is taken in pieces; ``iter_numbered()`` streams whatever was added, a
     chunk at a time. A line longer than ``max_line_bytes`` (default
     ``LIMITS.record_bytes``) is damaged: it is skipped without being held in memory.
+
+    ``decode(raw, path, line)`` turns a line's bytes into what the reader gives
+    (default ``parse_line``: the JSON object; ``event_from_line``: the event); a
+    ``LogLineError`` from it is a damaged line, ``None`` drops the line (the decoder
+    counted it).
     """
 
     def __init__(
@@ -121,8 +128,10 @@ class JsonlReader:
         strict: bool = True,
         max_bytes: int | None = None,
         max_line_bytes: int | None = None,
+        decode: Callable[[bytes, Path, int], Any] = parse_line,
     ) -> None:
         self.path = Path(path)
+        self.decode = decode
         self.strict = strict
         self.max_bytes = max_bytes
         self.max_line_bytes = LIMITS.record_bytes if max_line_bytes is None else max_line_bytes
@@ -222,9 +231,12 @@ class JsonlReader:
             if not raw.strip():
                 continue
             try:
-                out.append((self.lines_read, parse_line(raw, self.path, self.lines_read)))
+                value = self.decode(raw, self.path, self.lines_read)
             except LogLineError as exc:
                 self._damaged(exc.reason, exc)
+                continue
+            if value is not None:
+                out.append((self.lines_read, value))
         self.offset += cut
         return out
 

@@ -50,6 +50,7 @@ STALE_AFTER_S = 120.0
 INTERRUPTED = "interrupted"
 
 _RECORD_FIX = "the run's record is damaged. Restore the file, or delete the run and train it again"
+_TIMES = frozenset({"started_at", "heartbeat", "finished_at", "time"})
 _SHAPES: dict[str, type] = {"run.yaml": RunConfig, "metadata.yaml": Metadata}
 _FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
 _FLAGS |= getattr(os, "O_CLOEXEC", 0)
@@ -89,15 +90,17 @@ def plain_reason(reason: str, field: str = "") -> str:
     """A schema's refusal in words where msgspec's alone says little."""
     if field == "status":
         return f"is not a run status ({', '.join(RUN_STATUSES)})"
-    if "7258118400" in reason or ("`float`" in reason and ">= 0.0" in reason):
+    if field.rsplit(".", 1)[-1] in _TIMES or "7258118400" in reason:
         return "must be a Unix time (seconds since 1970, before 2200)"
+    if reason.startswith("Expected `int") and reason.endswith("got `float`"):
+        return "must be a whole number"
     return reason
 
 
 def problem(exc: BaseException) -> str:
     """What is wrong with a run file, in one line a listing shows: the file's name, the
-    field and the value for a schema error (``metadata.yaml: started_at: Expected
-    `float`, got `str` (got 'yesterday')``), the reason for a damaged file."""
+    field and the value for a schema error (``metadata.yaml: planned_epochs: must be a
+    whole number (got 1.5)``), the reason for another damaged file."""
     if isinstance(exc, SchemaError):
         where = f"{exc.field}: " if exc.field else ""
         shown = "" if exc.value is None else f" (got {_short(exc.value)})"

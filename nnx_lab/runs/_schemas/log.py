@@ -8,7 +8,8 @@ logs them as they were. Counters are whole numbers >= 0, times are plausible Uni
 the learning rate, the selection signal and an epoch's seconds are finite. Fields this
 version does not know are ignored, so a log written by a newer nnx_lab still replays.
 
-A field left out of a line takes the event's own default (``UNSET`` here).
+A field left out of a line takes the event's own default (``UNSET`` here; a step
+record's defaults are written out, as they are ``None``).
 """
 
 from __future__ import annotations
@@ -40,7 +41,8 @@ Seconds = Annotated[float, msgspec.Meta(ge=0.0, le=1.7976931348623157e308)]
 
 
 class StepShape(msgspec.Struct):
-    """One optimizer step's record (``StepRecord``)."""
+    """One optimizer step's record: ``StepRecord``'s fields, in its order and with its
+    defaults (a record is built from this one's values as they stand)."""
 
     step: NonNegativeInt
     epoch: NonNegativeInt
@@ -48,14 +50,14 @@ class StepShape(msgspec.Struct):
     lr: Finite
     samples: NonNegativeInt
     loss: Measured
-    error: Measured | UnsetType = UNSET
-    accuracy: Measured | UnsetType = UNSET
-    precision: Measured | UnsetType = UNSET
-    recall: Measured | UnsetType = UNSET
-    f1: Measured | UnsetType = UNSET
-    valid: NonNegativeInt | UnsetType | None = UNSET
-    metrics: dict[str, Measured] | UnsetType | None = UNSET
-    extra: dict[str, Any] | UnsetType | None = UNSET
+    error: Measured = None
+    accuracy: Measured = None
+    precision: Measured = None
+    recall: Measured = None
+    f1: Measured = None
+    valid: NonNegativeInt | None = None
+    metrics: dict[str, Measured] | None = None
+    extra: dict[str, Any] | None = None
 
 
 class StepLine(StepShape, tag_field="event", tag="step"):
