@@ -3,7 +3,9 @@
 Every handler requires Jupyter's authentication (``@web.authenticated``: 403 without a
 token or a login) and authorization (``@authorized`` on the resource ``nnx_lab_runs``:
 "read" for GET, "write" for the stop request). The file work runs in a small thread
-pool, so a slow disk never holds up the server's event loop.
+pool, so a slow disk never holds up the server's event loop. A bad run file is answered
+with a 4xx and its reason, never a 500: the service says what it refused
+(``ApiError``), and a damaged file it did not expect (a ``FileError``) is a 409.
 """
 
 from __future__ import annotations

@@ -480,10 +480,7 @@ class RunsService:
         try:
             table, limits = compare_many(records)
         except Exception as exc:  # a record of odd shape (a code record without a role)
-            ids = ", ".join(r["run_id"] for r in runs)
-            raise ApiError(
-                409, f"runs {ids} cannot be compared: a record is damaged ({_error_text(exc)})"
-            ) from None
+            raise ApiError(409, _uncomparable(records, runs, exc)) from None
         changed = [row for row in table if row["changed"]]
         try:
             body = json_safe(changed, budget=200_000, depth=16)
@@ -498,6 +495,20 @@ class RunsService:
             "unchanged": len(table) - len(changed),
             "limits": limits,
         }
+
+
+def _uncomparable(records: list[Any], runs: list[dict[str, Any]], exc: Exception) -> str:
+    """Which run's record cannot be compared (each is compared with itself), and why."""
+    for record, run in zip(records, runs, strict=True):
+        try:
+            compare_many([record, record])
+        except Exception as own:
+            return (
+                f"run {run['run_id']}: its record cannot be compared, a value or a code "
+                f"record (plan.json) is damaged ({_error_text(own)})"
+            )
+    ids = ", ".join(r["run_id"] for r in runs)
+    return f"runs {ids} cannot be compared: a record is damaged ({_error_text(exc)})"
 
 
 def _line_problem(exc: BaseException) -> str:
