@@ -11,17 +11,18 @@ from __future__ import annotations
 
 import os
 import platform
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..runs import (
     FORMAT_VERSION,
-    LogDamagedError,
+    JsonlReader,
     RunRecordError,
     atomic_write_yaml,
     effective_status,
-    read_jsonl,
+    event_from_line,
     read_provenance,
     read_record,
     resolve_runs_root,
@@ -30,12 +31,12 @@ from ..runs import (
 )
 from .edp import EDP
 from .enums import RunStatus
-from .events import EpochEnded, Event, RunFinished, StepMetrics, StepRecord, event_from_json
+from .events import EpochEnded, Event, RunFinished, StepMetrics, StepRecord
 from .params import NNModelParams, NNParams
 from .precision import ResolvedPrecision
 from .selection import MonitorRecord
 
-__all__ = ["FORMAT_VERSION", "IDP", "NNRun", "read_events", "run_id_for"]
+__all__ = ["FORMAT_VERSION", "IDP", "NNRun", "iter_events", "read_events", "run_id_for"]
 
 
 _PLATFORM: dict[str, str] = {}
@@ -176,7 +177,13 @@ class NNRun:
 
     @classmethod
     def load(cls, id: str, runs_root: str | os.PathLike[str] | None = None) -> NNRun:
-        """Rehydrate a run (config, metadata, idps) from its directory."""
+        """Rehydrate a run (config, metadata, idps) from its directory.
+
+        The folder must be the runs root's own child (a link out is refused,
+        ``ValueError``); ``run.yaml`` and ``metadata.yaml`` pass their schemas and the log
+        its line shape (``RunRecordError`` / ``LogDamagedError``, each also a
+        ``SchemaError`` naming the file, the field and the value); the log is replayed as
+        a stream."""
         root = resolve_runs_root(runs_root)
         path = run_dir(root, id, "id")
         if not (path / "run.yaml").is_file():
@@ -190,7 +197,8 @@ class NNRun:
             raise RunRecordError(
                 path / "run.yaml", f"it does not hash to the run id {id} (it was edited)"
             )
-        metadata = read_record(path / "metadata.yaml") if (path / "metadata.yaml").exists() else {}
+        meta_path = path / "metadata.yaml"
+        metadata = read_record(meta_path) if os.path.lexists(meta_path) else {}
         status = effective_status(metadata)
         if status not in RunStatus.__members__.values():
             raise RunRecordError(path / "metadata.yaml", f"unknown status {status!r}")
@@ -207,8 +215,8 @@ class NNRun:
             run.precision = ResolvedPrecision.from_record(metadata["precision"])
         run.provenance = read_provenance(path, id)
         log = path / "metrics.jsonl"
-        if log.is_file():
-            run.replay(read_events(log))
+        if os.path.lexists(log):  # a link is refused by the reader, not passed over
+            run.replay(iter_events(log))
         run.status = RunStatus(status)  # the log's last word may predate a dead writer
         return run
 
@@ -229,16 +237,17 @@ def _summary(train: dict[str, Any]) -> EDP:
     )
 
 
+def iter_events(path: Path) -> Iterator[Event]:
+    """The events of a ``metrics.jsonl``, read as a stream; a torn last line (a writer
+    died mid-line) is skipped, any other damage is a ``LogDamagedError`` naming the file,
+    the line and the field."""
+    for _, event in JsonlReader(path, decode=event_from_line).iter_numbered():
+        yield event
+
+
 def read_events(path: Path) -> list[Event]:
-    """The events of a ``metrics.jsonl``; a torn last line (a writer died mid-line) is
-    skipped, any other damage names the file and the line."""
-    events = []
-    for line, obj in read_jsonl(path):
-        try:
-            events.append(event_from_json(obj))
-        except (ValueError, TypeError, KeyError) as exc:
-            raise LogDamagedError(path, line, f"not an event ({exc})") from None
-    return events
+    """The events of a ``metrics.jsonl`` (``iter_events``, as a list)."""
+    return list(iter_events(path))
 
 
 def write_metadata(run: NNRun) -> None:

@@ -16,11 +16,27 @@ each epoch end, one ``StepMetrics`` holding the per-step records read back in bu
 
 from __future__ import annotations
 
+import os
 import time
-import types as types_module
-import typing
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
+
+import msgspec
+from msgspec import UNSET
+from msgspec.structs import astuple
+
+from ._jsonl import LogLineError, parse_line
+from ._schema import LIMITS, SchemaError, check
+from ._schemas.log import (
+    LOG_LINE_KINDS,
+    CheckpointLine,
+    EpochLine,
+    LogLine,
+    RunFinishedLine,
+    RunStartedLine,
+    StepLine,
+    StepMetricsLine,
+)
 
 __all__ = [
     "HOOKS",
@@ -38,6 +54,8 @@ __all__ = [
     "SweepPoints",
     "SweepStarted",
     "event_from_json",
+    "event_from_line",
+    "quick_event",
 ]
 
 
@@ -239,71 +257,89 @@ _LIVE_ONLY = (EpochStarted, RunEnding, SweepStarted, SweepPoints, SweepFinished)
 HOOKS: tuple[str, ...] = (*(cls.hook for cls in _KINDS.values()), *(c.hook for c in _LIVE_ONLY))
 
 
-def event_from_json(data: dict[str, Any]) -> Event:
-    """Rebuild an event from its JSON form (one line of ``metrics.jsonl``).
+def event_from_json(
+    data: Any, path: str | os.PathLike[str] = "metrics.jsonl", line: int | None = None
+) -> Event:
+    """Rebuild an event from its JSON form (one line of ``metrics.jsonl``, parsed).
 
-    Every field is checked against its declared type, so a damaged or edited line is a
-    ``ValueError`` naming the field here, not a confusing error later.
+    The line is checked against its shape (``_schemas.log``: types, whole numbers,
+    finite values where the engine writes finite ones, plausible times), so a damaged or
+    edited line is one ``LogLineError`` (a ``ValueError``, a ``SchemaError`` and a
+    ``LogDamagedError``) naming ``path``, ``line`` and the field here, not a confusing
+    error later.
     """
     if not isinstance(data, dict):
-        raise ValueError(f"an event is a JSON object, not a {type(data).__name__}")
+        raise LogLineError(
+            path, "", f"an event is a JSON object, not a {type(data).__name__}", line=line
+        )
     kind = data.get("event")
-    if kind == "step":  # the log writes one line per step record
-        return StepMetrics(records=(_build(StepRecord, data),))
-    cls = _KINDS.get(kind)  # type: ignore[arg-type]
-    if cls is None:
-        raise ValueError(f"unknown event kind {kind!r}; expected one of {sorted(_KINDS)}")
-    if cls is StepMetrics:
-        records = data.get("records")
-        if not isinstance(records, list):
-            raise ValueError("step_metrics.records must be a list")
-        return StepMetrics(records=tuple(_build(StepRecord, r) for r in records))
-    return _build(cls, data)
+    if kind not in LOG_LINE_KINDS:
+        raise LogLineError(
+            path,
+            "event",
+            f"unknown event kind {_shown(kind)}; expected one of {sorted(_KINDS)}",
+            line=line,
+        )
+    try:
+        shape = check(data, LogLine, path, line=line)  # type: ignore[arg-type]
+    except SchemaError as exc:
+        raise LogLineError.of(exc) from None
+    return _from_shape(shape)
 
 
-_SCHEMAS: dict[type, dict[str, tuple[tuple[type, ...], bool, bool]]] = {}
+def event_from_line(
+    raw: bytes, path: str | os.PathLike[str] = "metrics.jsonl", line: int | None = None
+) -> Event:
+    """The event of one line of ``metrics.jsonl`` (its bytes, without the newline), or
+    a ``LogLineError``: ``quick_event``'s one pass, else ``parse_line`` and
+    ``event_from_json``, which say what is wrong."""
+    event = quick_event(raw)
+    if event is not None:
+        return event
+    return event_from_json(parse_line(raw, path, line), path, line)
 
 
-def _schema(cls: type) -> dict[str, tuple[tuple[type, ...], bool, bool]]:
-    """field -> (accepted types, may be None, required), from the dataclass annotations."""
-    if cls not in _SCHEMAS:
-        hints = typing.get_type_hints(cls)
-        schema = {}
-        for f in fields(cls):
-            hint = hints[f.name]
-            union = typing.get_origin(hint) in (typing.Union, types_module.UnionType)
-            args = typing.get_args(hint) if union else (hint,)
-            optional = type(None) in args
-            types: tuple[type, ...] = tuple(
-                typing.get_origin(a) or a for a in args if a is not type(None)
-            )
-            if Any in types:
-                types = (object,)
-            if float in types:
-                types = (*types, int)  # JSON writes 2.0 as 2
-            required = f.default is MISSING and f.default_factory is MISSING
-            schema[f.name] = (types, optional, required)
-        _SCHEMAS[cls] = schema
-    return _SCHEMAS[cls]
+_LINE_DECODER = msgspec.json.Decoder(LogLine)
 
 
-def _build(cls: type, data: Any) -> Any:
-    if not isinstance(data, dict):
-        raise ValueError(f"a {cls.__name__} is a JSON object, not a {type(data).__name__}")
-    values = {}
-    for name, (types, optional, required) in _schema(cls).items():
-        if name not in data:
-            if required:
-                raise ValueError(f"{cls.__name__}.{name} is missing")
-            continue
-        value = data[name]
-        if value is None and optional:
-            values[name] = value
-            continue
-        if (isinstance(value, bool) and bool not in types) or not isinstance(value, types):
-            raise ValueError(
-                f"{cls.__name__}.{name}={value!r} is a {type(value).__name__}, not "
-                f"{' or '.join(t.__name__ for t in types)}"
-            )
-        values[name] = value
-    return cls(**values)
+def quick_event(raw: bytes) -> Event | None:
+    """The event of a well-formed log line, decoded and checked in one pass in C, or
+    None when this pass cannot say: a NaN or an infinity (JSON has no word for them;
+    the engine writes them as Python's json does), brackets enough to pass the nesting
+    cap, or any damage. The slow path (``event_from_line``) then decides, with the
+    same shapes, so the two never disagree on what passes."""
+    if b"NaN" in raw or b"Infinity" in raw or raw.count(b"[") + raw.count(b"{") > LIMITS.nesting:
+        return None
+    try:
+        shape = _LINE_DECODER.decode(raw)
+    except msgspec.DecodeError:  # a ValidationError too: the slow path names the field
+        return None
+    return _from_shape(shape)
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+_LINE_EVENTS: dict[type, type[Event]] = {
+    RunStartedLine: RunStarted,
+    EpochLine: EpochEnded,
+    CheckpointLine: CheckpointWritten,
+    RunFinishedLine: RunFinished,
+}
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _from_shape(shape: Any) -> Event:
+    if type(shape) is StepLine:  # the log writes one line per step record
+        # StepShape holds StepRecord's fields in its order, with its defaults
+        return StepMetrics(records=(StepRecord(*astuple(shape)),))
+    if type(shape) is StepMetricsLine:
+        return StepMetrics(records=tuple(StepRecord(*astuple(r)) for r in shape.records))
+    cls = _LINE_EVENTS[type(shape)]
+    names = _FIELDS.get(cls)
+    if names is None:
+        names = _FIELDS[cls] = tuple(f.name for f in fields(cls))
+    values = {n: v for n in names if (v := getattr(shape, n)) is not UNSET}
+    return cls(**values)  # a field left out takes the event's default

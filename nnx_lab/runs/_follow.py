@@ -28,8 +28,9 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from ._events import HOOKS, Event, RunFinished, event_from_json
-from ._jsonl import JsonlReader
+from ._events import HOOKS, Event, RunFinished, event_from_json, quick_event
+from ._ids import is_run_id, run_dir
+from ._jsonl import JsonlReader, LogDamagedError, parse_line
 from ._records import INTERRUPTED, RunRecordError, effective_status, read_record
 
 __all__ = ["FOLLOW_ENDINGS", "FOLLOW_HOOKS", "LogFollower"]
@@ -51,6 +52,11 @@ def _positive(value: Any, name: str) -> float:
     return float(value)
 
 
+def run_dir_of(folder: Path) -> Path:
+    """``folder`` (named as a run), confined to its parent as ``run_dir`` confines it."""
+    return run_dir(folder.parent, folder.name, "run_dir")
+
+
 def _describe(exc: BaseException) -> str:
     """``TypeName: message`` and the traceback, as a widget shows an error."""
     tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
@@ -65,8 +71,11 @@ class LogFollower:
     line is skipped with a warning. ``start()`` reads in a thread every
     ``poll_interval`` seconds until the run finishes (its ``run_finished`` line), its
     writer is gone, its folder is deleted, or ``close()``. A log that does not exist yet
-    reads as empty: the follower waits for it. Every sink is checked here, before
-    anything is read: one with no hook would never be called.
+    reads as empty: the follower waits for it. The log is read as a stream (a chunk of
+    it held at a time, its events delivered before the next is read), so a log of any
+    size costs the same memory. Every sink is checked here, before anything is read:
+    one with no hook would never be called; a run folder that is a link out of its runs
+    root is refused (``ValueError``), as every reader of runs refuses it.
     """
 
     def __init__(
@@ -78,7 +87,10 @@ class LogFollower:
         name: str | None = None,
     ) -> None:
         self.poll_interval = _positive(poll_interval, "poll_interval")
-        self.run_dir = Path(run_dir)
+        folder = Path(run_dir)
+        if is_run_id(folder.name):  # a run folder is read only under its own runs root
+            folder = run_dir_of(folder)
+        self.run_dir = folder
         self.sinks = list(sinks)
         for sink in self.sinks:
             if not any(callable(getattr(sink, h, None)) for h in (*HOOKS, *FOLLOW_HOOKS)):
@@ -90,7 +102,9 @@ class LogFollower:
             hook: [fn for fn in (getattr(s, hook, None) for s in self.sinks) if callable(fn)]
             for hook in (*HOOKS, *FOLLOW_HOOKS)
         }
-        self._reader = JsonlReader(self.run_dir / "metrics.jsonl", strict=False)
+        self._reader = JsonlReader(
+            self.run_dir / "metrics.jsonl", strict=False, decode=self._decode
+        )
         self._name = name or f"nnx-follow-{self.run_dir.name[:12]}"
         self._read_lock = threading.RLock()
         self._stop = threading.Event()
@@ -119,23 +133,32 @@ class LogFollower:
     def read(self) -> int:
         """Deliver the events added to the log since the last read; returns how many."""
         with self._read_lock:
-            lines = self._reader.read()
+            chunks = self._reader.iter_chunks()
             if self._reader.restarted:
                 self.finished = False
                 self._call("on_log_restarted")
             count = 0
-            for obj in lines:
-                try:
-                    event = event_from_json(obj)
-                except (ValueError, TypeError, KeyError) as exc:
-                    self.skipped += 1
-                    log.warning("%s: skipping a log line: %s", self.path, exc)
-                    continue
-                self.deliver(event)
-                count += 1
+            for chunk in chunks:  # delivered before the next chunk is read
+                for _, event in chunk:
+                    self.deliver(event)
+                count += len(chunk)
             self.events_read += count
             self._call("on_log_read", count)
             return count
+
+    def _decode(self, raw: bytes, path: Path, line: int) -> Event | None:
+        """A line's event; a line that is JSON but no event of this version is skipped
+        here (``skipped``), one that is not JSON by the reader (``bad_lines``)."""
+        event = quick_event(raw)
+        if event is not None:
+            return event
+        obj = parse_line(raw, path, line)
+        try:
+            return event_from_json(obj, path, line)
+        except LogDamagedError as exc:
+            self.skipped += 1
+            log.warning("%s: skipping a log line: %s", self.path, exc)
+            return None
 
     def deliver(self, event: Event) -> None:
         """Hand one event to every sink that listens to it, as a line of the log is."""

@@ -1,4 +1,9 @@
-"""``list_runs()``: what is under a runs root, one row per run, from the records alone."""
+"""``list_runs()``: what is under a runs root, one row per run, from the records alone.
+
+A run whose folder is a link out of the root, or whose ``metadata.yaml`` is missing,
+damaged or not what nnx_lab writes, is one row with status "damaged" and the reason in
+``error``: one bad run never takes the listing down.
+"""
 
 from __future__ import annotations
 
@@ -6,10 +11,12 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ._ids import is_run_id, resolve_runs_root
-from ._records import RunRecordError, effective_status, read_record
+from ._ids import is_run_id, resolve_runs_root, run_dir
+from ._records import effective_status, problem, read_record
 
-__all__ = ["COLUMNS", "damaged_row", "list_runs", "metadata_row", "run_rows"]
+__all__ = ["COLUMNS", "LINK_OUT", "damaged_row", "list_runs", "metadata_row", "run_rows"]
+
+LINK_OUT = "a link that leads out of its runs folder; not read"
 
 COLUMNS = (
     "run_id",
@@ -62,13 +69,17 @@ def metadata_row(path: Path, meta: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
-def _row(path: Path) -> dict[str, Any]:
+def _row(root: Path, name: str) -> dict[str, Any]:
+    try:
+        path = run_dir(root, name)
+    except ValueError:
+        return damaged_row(root / name, LINK_OUT)
     try:
         meta = read_record(path / "metadata.yaml")
     except FileNotFoundError:
         return damaged_row(path, "no metadata.yaml")
-    except RunRecordError as exc:
-        return damaged_row(path, exc.reason)
+    except (ValueError, OSError) as exc:  # RecordSchemaError, a permission refused
+        return damaged_row(path, problem(exc))
     return metadata_row(path, meta)
 
 
@@ -79,7 +90,7 @@ def run_rows(runs_root: str | os.PathLike[str] | None = None) -> list[dict[str, 
         entries = [e for e in os.scandir(root) if is_run_id(e.name) and e.is_dir()]
     except FileNotFoundError:
         return []
-    rows = [_row(Path(e.path)) for e in entries]
+    rows = [_row(root, e.name) for e in entries]
     rows.sort(key=lambda r: r["started_at"] or 0.0, reverse=True)
     return rows
 

@@ -1,5 +1,13 @@
 """A run's YAML records, its writer, and whether that writer is still alive.
 
+``run.yaml`` and ``metadata.yaml`` are read through the one strict decoder
+(``_schema``): a plain file of the run's own folder (a link, a pipe or a file above
+``LIMITS.record_bytes`` is refused before a byte is parsed), YAML without anchors or
+aliases and nested at most ``LIMITS.nesting`` deep, then the record's shape
+(``_schemas.records``). Whatever is wrong is one ``RecordSchemaError``: a
+``SchemaError`` (file, field, value, fix) that is also the ``RunRecordError`` readers
+have always caught.
+
 ``metadata.yaml`` names the process that writes the run (pid, host, boot, the process's
 start time) and a heartbeat that the writer refreshes every ``HEARTBEAT_S`` seconds. A
 run recorded as "running" whose writer is gone is reported as "interrupted": on the
@@ -10,23 +18,28 @@ time); from another machine sharing the folder, by a heartbeat older than
 
 from __future__ import annotations
 
+import errno
 import os
 import socket
+import stat
 import time
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from ..errors import RunRecordError
+from ..errors import FileError, RunRecordError
+from ._schema import LIMITS, SchemaError, _short, check, parse_yaml
+from ._schemas.records import RUN_STATUSES, Metadata, RunConfig
 
 __all__ = [
     "HEARTBEAT_S",
     "INTERRUPTED",
     "STALE_AFTER_S",
+    "RecordSchemaError",
     "RunRecordError",
     "effective_status",
     "parse_record",
+    "problem",
+    "read_plain",
     "read_record",
     "writer_alive",
     "writer_identity",
@@ -36,30 +49,137 @@ HEARTBEAT_S = 10.0  # NNX_HEARTBEAT_S overrides it for a writer
 STALE_AFTER_S = 120.0
 INTERRUPTED = "interrupted"
 
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_RECORD_FIX = "the run's record is damaged. Restore the file, or delete the run and train it again"
+_TIMES = frozenset({"started_at", "heartbeat", "finished_at", "time"})
+_SHAPES: dict[str, type] = {"run.yaml": RunConfig, "metadata.yaml": Metadata}
+_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+_FLAGS |= getattr(os, "O_CLOEXEC", 0)
+
+
+class RecordSchemaError(SchemaError, RunRecordError):
+    """A ``run.yaml`` or ``metadata.yaml`` that is not what nnx_lab writes: ``path``,
+    ``field`` (dotted, ``""`` for the whole file), ``value``, ``reason`` and ``fix``.
+    Caught as a ``SchemaError`` or as a ``RunRecordError`` alike."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        field: str,
+        reason: str,
+        *,
+        value: Any = None,
+        fix: str = _RECORD_FIX,
+        line: int | None = None,
+    ) -> None:
+        # FileError's shape, written as SchemaError writes it (its own __init__ would
+        # hand RunRecordError arguments it does not take).
+        self.field, self.value = field, value
+        where = f"{field}: " if field else ""
+        shown = "" if value is None else f" (got {_short(value)})"
+        FileError.__init__(self, Path(path), f"{where}{reason}{shown}", line=line, fix=fix)
+        self.reason = reason
+
+    @classmethod
+    def of(cls, exc: SchemaError, fix: str = _RECORD_FIX) -> RecordSchemaError:
+        fix = exc.fix if "NNX_MAX" in exc.fix else fix  # keep the fix that names a limit
+        reason = plain_reason(exc.reason, exc.field)
+        return cls(exc.path, exc.field, reason, value=exc.value, fix=fix, line=exc.line)
+
+
+def plain_reason(reason: str, field: str = "") -> str:
+    """A schema's refusal in words where msgspec's alone says little."""
+    if field == "status":
+        return f"is not a run status ({', '.join(RUN_STATUSES)})"
+    if field.rsplit(".", 1)[-1] in _TIMES or "7258118400" in reason:
+        return "must be a Unix time (seconds since 1970, before 2200)"
+    if reason.startswith("Expected `int") and reason.endswith("got `float`"):
+        return "must be a whole number"
+    return reason
+
+
+def problem(exc: BaseException) -> str:
+    """What is wrong with a run file, in one line a listing shows: the file's name, the
+    field and the value for a schema error (``metadata.yaml: planned_epochs: must be a
+    whole number (got 1.5)``), the reason for another damaged file."""
+    if isinstance(exc, SchemaError):
+        where = f"{exc.field}: " if exc.field else ""
+        shown = "" if exc.value is None else f" (got {_short(exc.value)})"
+        line = f", line {exc.line}" if exc.line is not None else ""
+        return f"{exc.path.name}{line}: {where}{exc.reason}{shown}"
+    if isinstance(exc, FileError):
+        return f"{exc.path.name}: {exc.reason}"
+    if isinstance(exc, OSError) and exc.strerror:
+        name = Path(exc.filename).name if exc.filename else "file"
+        return f"{name}: {exc.strerror}"
+    return f"{type(exc).__name__}: {exc}"[:300]
+
+
+def read_plain(path: str | os.PathLike[str], max_bytes: int) -> bytes:
+    """The bytes of the plain file at ``path``, opened without following a link and
+    without blocking (a named pipe is refused, never waited on), at most ``max_bytes``.
+    A link, anything but a plain file, or a larger file is a ``RecordSchemaError``;
+    ``FileNotFoundError`` and other ``OSError`` pass."""
+    path = Path(path)
+    try:
+        fd = os.open(path, _FLAGS)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP or (exc.errno != errno.ENOENT and os.path.islink(path)):
+            raise RecordSchemaError(
+                path,
+                "",
+                "a link; run files are read only from the run's own folder",
+                fix="replace the link with the file itself",
+            ) from None
+        raise
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise RecordSchemaError(path, "", "not a plain file", fix="remove it")
+        if info.st_size > max_bytes:
+            raise RecordSchemaError(
+                path,
+                "",
+                f"{info.st_size:,} bytes, larger than the {max_bytes:,} a record may hold",
+                fix="if the file is genuine, raise NNX_MAX_RECORD_BYTES (docs/security.md)",
+            )
+        with os.fdopen(os.dup(fd), "rb") as fh:
+            data = fh.read(max_bytes + 1)
+    finally:
+        os.close(fd)
+    if len(data) > max_bytes:  # it grew while it was read
+        raise RecordSchemaError(path, "", f"larger than the {max_bytes:,} bytes a record may hold")
+    return data
 
 
 def read_record(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """A YAML mapping (``run.yaml``, ``metadata.yaml``), or a RunRecordError naming it."""
+    """A run's YAML record (``run.yaml``, ``metadata.yaml``) as a checked mapping, or a
+    ``RecordSchemaError`` naming the file, the field and the value (see the module
+    docstring). A missing file is ``FileNotFoundError``."""
     path = Path(path)
-    return parse_record(path.read_bytes(), path)
+    return parse_record(read_plain(path, LIMITS.record_bytes), path)
 
 
 def parse_record(raw: bytes, path: str | os.PathLike[str]) -> dict[str, Any]:
-    """The YAML mapping in ``raw`` (the bytes of the record at ``path``), or a
-    RunRecordError naming ``path``. For readers that fetch the bytes themselves (the
-    Jupyter server extension reads with a size bound and refuses links)."""
+    """The record in ``raw`` (the bytes of the file at ``path``), checked as the file's
+    name says (``run.yaml``, ``metadata.yaml``; another name: a mapping), or a
+    ``RecordSchemaError``. For readers that fetch the bytes themselves (the Jupyter
+    server extension reads with its own size bound)."""
     path = Path(path)
     try:
-        data = yaml.load(raw.decode("utf-8"), Loader=_Loader)
-    except UnicodeDecodeError as exc:
-        raise RunRecordError(path, f"not UTF-8 text ({exc.reason})") from None
-    except yaml.YAMLError as exc:
-        raise RunRecordError(path, f"not valid YAML ({str(exc).splitlines()[0]})") from None
-    if data is None:
-        data = {}
-    if not isinstance(data, dict):
-        raise RunRecordError(path, f"a YAML {type(data).__name__}, not a mapping")
+        data = parse_yaml(raw, path)
+        if data is None:
+            data = {}
+        if not isinstance(data, dict):
+            raise SchemaError(path, "", f"a YAML {type(data).__name__}, not a mapping")
+        shape = _SHAPES.get(path.name)
+        status = data.get("status", "created")
+        if shape is Metadata and not (isinstance(status, str) and status in RUN_STATUSES):
+            # the field a listing is for: named first, whatever else is wrong
+            raise SchemaError(path, "status", "is not a run status", value=status)
+        if shape is not None:
+            check(data, shape, path)
+    except SchemaError as exc:
+        raise RecordSchemaError.of(exc) from None
     return data
 
 

@@ -189,6 +189,8 @@ def parse_yaml(data: bytes, path: str | Path) -> Any:
             elif isinstance(event, yaml.CollectionEndEvent):
                 depth -= 1
         value = yaml.load(text, Loader=_NoAliasLoader)
+    except SchemaError:  # an alias or the nesting cap, said above (it is a ValueError too)
+        raise
     except yaml.YAMLError as exc:
         raise SchemaError(path, "", f"not valid YAML ({str(exc).splitlines()[0]})") from None
     except (ValueError, OverflowError) as exc:  # e.g. int() refusing a 5,000-digit literal

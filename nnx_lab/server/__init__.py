@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from traitlets import TraitError
+
 from ._config import NNxLab
 from ._handlers import AUTH_RESOURCE, setup_handlers
 from ._service import ApiError, RunsService
@@ -23,7 +25,11 @@ def _jupyter_server_extension_points() -> list[dict[str, str]]:
 
 
 def _load_jupyter_server_extension(serverapp: Any) -> None:
-    config = NNxLab(parent=serverapp)
+    try:
+        config = NNxLab(parent=serverapp)
+    except TraitError as exc:  # a setting that cannot be read: say which and how to fix it
+        serverapp.log.error("nnx-lab runs panel not started: %s", exc)
+        raise
     service = RunsService(config, serverapp.root_dir)
     setup_handlers(serverapp.web_app, service)
     serverapp.log.info(

@@ -1,12 +1,49 @@
 """What the runs panel's server side may read, and how much per request (traitlets
-config: ``c.NNxLab.<name>`` in ``jupyter_server_config.py`` or ``--NNxLab.<name>=``)."""
+config: ``c.NNxLab.<name>`` in ``jupyter_server_config.py`` or ``--NNxLab.<name>=``).
+
+``runs_roots`` on the command line: ``jupyter lab`` does not know the extension's
+settings when it reads its arguments, so ``--NNxLab.runs_roots='["/x", "/y"]'`` reaches
+the setting as one text. An entry that starts with ``[`` is read as that list (JSON, or
+a Python list of strings); one that cannot be read is refused with the fix, never taken
+as a folder named ``["/x"``.
+"""
 
 from __future__ import annotations
+
+import ast
+import json
 
 from traitlets import Float, Int, List, TraitError, Unicode, validate
 from traitlets.config import Configurable
 
 __all__ = ["NNxLab"]
+
+_ROOTS_FIX = (
+    'write it as a list of paths, --NNxLab.runs_roots=\'["/data/runs", "~/exp"]\', '
+    "or repeat --NNxLab.runs_roots=/data/runs once per folder (a folder whose name starts "
+    "with '[' is given as ./[name])"
+)
+
+
+def _listed(entry: str) -> list[str]:
+    """The paths one ``runs_roots`` entry stands for (see the module docstring)."""
+    text = entry.strip()
+    if not text:
+        raise TraitError(f"NNxLab.runs_roots holds an empty entry {entry!r}: {_ROOTS_FIX}")
+    if not text.startswith("["):
+        return [entry]
+    for parse in (json.loads, ast.literal_eval):
+        try:
+            value = parse(text)
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            continue
+        if isinstance(value, list) and all(isinstance(v, str) and v.strip() for v in value):
+            return value
+        break
+    raise TraitError(
+        f"NNxLab.runs_roots={entry[:80]!r} looks like a list but is not a list of paths: "
+        f"{_ROOTS_FIX}"
+    )
 
 
 class NNxLab(Configurable):
@@ -48,6 +85,10 @@ class NNxLab(Configurable):
         10.0,
         help="Seconds a search for runs folders is reused before the folders are searched again.",
     ).tag(config=True)
+
+    @validate("runs_roots")
+    def _roots(self, proposal):
+        return [path for entry in proposal["value"] for path in _listed(entry)]
 
     @validate(
         "max_depth",

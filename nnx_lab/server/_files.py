@@ -111,14 +111,16 @@ def read_range(path: Path, offset: int, length: int) -> tuple[bytes, int]:
 
 
 def read_yaml_record(path: Path, limit: int) -> dict[str, Any]:
-    """A run's YAML record read with ``read_small``; any damage is a RunRecordError
-    (whatever the YAML library raised: deep nesting, huge numbers, odd tags)."""
+    """A run's YAML record read with ``read_small``, then checked by the runs floor's
+    one strict reader (``parse_record``: no anchors or aliases, bounded nesting, the
+    record's schema); any damage is a RunRecordError (a ``SchemaError`` naming the
+    field and the value where it has one)."""
     data = read_small(path, limit)
     try:
         return parse_record(data, path)
     except RunRecordError:
         raise
-    except Exception as exc:  # a hostile document: the server goes on
+    except Exception as exc:  # the strict reader should say why; the server goes on
         raise RunRecordError(path, f"unreadable ({type(exc).__name__}: {exc})"[:300]) from None
 
 

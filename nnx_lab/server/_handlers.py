@@ -3,7 +3,9 @@
 Every handler requires Jupyter's authentication (``@web.authenticated``: 403 without a
 token or a login) and authorization (``@authorized`` on the resource ``nnx_lab_runs``:
 "read" for GET, "write" for the stop request). The file work runs in a small thread
-pool, so a slow disk never holds up the server's event loop.
+pool, so a slow disk never holds up the server's event loop. A bad run file is answered
+with a 4xx and its reason, never a 500: the service says what it refused
+(``ApiError``), and a damaged file it did not expect (a ``FileError``) is a 409.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from jupyter_server.base.handlers import APIHandler
 from jupyter_server.utils import url_path_join
 from tornado import web
 
+from ..errors import FileError
+from ..runs import problem
 from ._files import json_safe
 from ._service import ApiError, RunsService
 
@@ -45,9 +49,11 @@ class _RunsHandler(APIHandler):
         try:
             data = await loop.run_in_executor(self.pool, lambda: fn(*args, **kwargs))
         except ApiError as exc:
-            self.set_status(exc.status)
-            self.set_header("Content-Type", "application/json")
-            self.finish(json.dumps({"message": exc.message}))
+            self._refuse(exc)
+            return
+        except FileError as exc:  # a run file the service did not expect to be bad: 4xx
+            self.log.warning("nnx-lab runs panel: %s", exc)
+            self._refuse(ApiError(409, problem(exc)))
             return
         self.set_header("Content-Type", "application/json")
         self.set_header("Cache-Control", "no-store")

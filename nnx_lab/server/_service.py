@@ -9,7 +9,6 @@ the stop request (``nnx_lab.runs.request_stop``).
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 import time
@@ -24,8 +23,11 @@ from ..runs import (
     compare_many,
     damaged_row,
     effective_status,
+    event_from_json,
     is_run_id,
     metadata_row,
+    parse_line,
+    problem,
     request_stop,
     run_dir,
     run_record,
@@ -50,8 +52,6 @@ LOG = "metrics.jsonl"
 MAX_COMPARED = 8
 _MAX_DAMAGE_NOTES = 20  # damaged lines described per log page
 _MIN_PAGE = 4096
-# what a writer records (nnx_lab.engine.enums.RunStatus, without importing the engine)
-_STATUSES = frozenset({"created", "running", "stopped", "finished", "failed"})
 
 
 class ApiError(NNxError):
@@ -70,11 +70,12 @@ class _Cached:
 
 
 def _error_text(exc: BaseException) -> str:
-    if isinstance(exc, FileRefused | RunRecordError):
+    """The reason, in one line: the file, the field and the value of a schema error."""
+    if isinstance(exc, FileRefused):
         return exc.reason
     if isinstance(exc, TooLarge):
         return f"too large to show ({exc})"
-    return f"{type(exc).__name__}: {exc}"[:300]
+    return problem(exc)[:500]
 
 
 class RunsService:
@@ -186,11 +187,7 @@ class RunsService:
             row = damaged_row(path, "a link that leads out of its runs folder; not read")
             row["refused"] = True
         else:
-            meta, error = self._metadata(path, budget)
-            status = meta.get("status", "created") if meta is not None else None
-            if meta is not None and not (isinstance(status, str) and status in _STATUSES):
-                shown = repr(meta.get("status"))[:60]
-                meta, error = None, f"metadata.yaml: status {shown} is not a run status"
+            meta, error = self._metadata(path, budget)  # checked: its schema holds
             if meta is None:
                 row = damaged_row(path, error or "unreadable")
             else:
@@ -309,7 +306,10 @@ class RunsService:
             except FileNotFoundError:
                 out[field] = None
                 out["problems"].append(f"no {name}")
-            except (FileRefused, RunRecordError, TooLarge, OSError) as exc:
+            except RunRecordError as exc:  # its text names the file
+                out[field] = None
+                out["problems"].append(_error_text(exc))
+            except (FileRefused, TooLarge, OSError) as exc:
                 out[field] = None
                 out["problems"].append(f"{name}: {_error_text(exc)}")
         try:
@@ -401,17 +401,17 @@ class RunsService:
             if not raw.strip():
                 continue
             try:
-                obj = json.loads(raw)
-                if not isinstance(obj, dict):
-                    raise ValueError(f"a JSON {type(obj).__name__}, not an object")
-                _check_event(obj)
+                # the runs floor's checks: JSON within the limits, then the line's shape
+                obj = parse_line(raw, target, None)
+                event_from_json(obj, target)
                 # a line without NaN or Infinity parses to JSON a browser reads as is
                 safe = b"NaN" not in raw and b"Infinity" not in raw
                 events.append(obj if safe else json_safe(obj, budget=10_000, depth=8))
             except Exception as exc:  # a damaged line is counted, never fatal
                 reply["bad_lines"] += 1
                 if len(reply["damage"]) < _MAX_DAMAGE_NOTES:
-                    reply["damage"].append({"offset": line_at, "reason": _error_text(exc)[:200]})
+                    reason = _line_problem(exc)
+                    reply["damage"].append({"offset": line_at, "reason": reason[:200]})
         reply["next_offset"] = offset + end
         reply["more"] = more
         if not more:
@@ -477,7 +477,10 @@ class RunsService:
             except Exception as exc:  # a damaged record is named, not fatal
                 raise ApiError(409, f"run {run_id}: {_error_text(exc)}") from None
             runs.append({"folder": folder.key, "run_id": run_id, "label": folder.label})
-        table, limits = compare_many(records)
+        try:
+            table, limits = compare_many(records)
+        except Exception as exc:  # a record of odd shape (a code record without a role)
+            raise ApiError(409, _uncomparable(records, runs, exc)) from None
         changed = [row for row in table if row["changed"]]
         try:
             body = json_safe(changed, budget=200_000, depth=16)
@@ -494,8 +497,21 @@ class RunsService:
         }
 
 
-def _check_event(obj: dict[str, Any]) -> None:
-    """A log line the engine could have written (``event_from_json``'s checks)."""
-    from ..runs import event_from_json
+def _uncomparable(records: list[Any], runs: list[dict[str, Any]], exc: Exception) -> str:
+    """Which run's record cannot be compared (each is compared with itself), and why."""
+    for record, run in zip(records, runs, strict=True):
+        try:
+            compare_many([record, record])
+        except Exception as own:
+            return (
+                f"run {run['run_id']}: its record cannot be compared, a value or a code "
+                f"record (plan.json) is damaged ({_error_text(own)})"
+            )
+    ids = ", ".join(r["run_id"] for r in runs)
+    return f"runs {ids} cannot be compared: a record is damaged ({_error_text(exc)})"
 
-    event_from_json(obj)
+
+def _line_problem(exc: BaseException) -> str:
+    """A damaged log line's reason, without the file's name (the page names the run)."""
+    text = problem(exc)
+    return text.split(": ", 1)[1] if text.startswith(LOG + ": ") else text

@@ -97,7 +97,9 @@ class MonitorReplay:
         ``$NNX_RUNS_ROOT``, else ``./runs`` (as for training). With ``follow=True``
         and a run that has not finished (another process still writes it), a thread
         polls the file every ``poll_interval`` seconds until the run finishes or
-        ``close()`` is called.
+        ``close()`` is called. The log is read as a stream: a log of any size costs the
+        monitor's bounded series and one chunk of the file (``docs/widgets.md``,
+        "Memory"); a run folder that is a link out of the root is refused.
         """
         _check_poll(poll_interval)
         run_dir = find_run_dir(run_id, runs_root)
@@ -126,9 +128,10 @@ class MonitorReplay:
         """
         poll = _check_poll(poll_interval)
         run_dir = pathlib.Path(run_dir)
+        # first: the follower refuses a run folder that is a link out of its runs root
+        follower = LogFollower(run_dir, [self], poll_interval=poll, name=_thread_name(run_dir))
         self._begin_log(run_dir, stoppable)
         self._show_log()
-        follower = LogFollower(run_dir, [self], poll_interval=poll, name=_thread_name(run_dir))
         self._transport.paused = True  # one update once the whole log is read
         try:
             follower.read()

@@ -276,3 +276,20 @@ def test_step_lines_replay_as_one_record_batches(run_dir):
     m = TrainingMonitor.from_run(R1, runs_root=run_dir.parent)
     assert m.series()["step"] == [1, 2, 3, 4]
     m.close()
+
+
+def test_the_monitor_refuses_a_run_named_link_out_of_its_root(tmp_path):
+    """As list_runs, the server and NNRun.load refuse it: the same confinement."""
+    root = tmp_path / "runs"
+    root.mkdir()
+    secret = tmp_path / "elsewhere" / R1
+    secret.mkdir(parents=True)
+    write_jsonl(secret / "metrics.jsonl", scripted_run(run_id=R1, n_epochs=1))
+    (root / R1).symlink_to(secret)
+    with pytest.raises(ValueError, match="leads outside the runs root"):
+        TrainingMonitor.from_run(R1, runs_root=root)
+    monitor = TrainingMonitor()
+    with pytest.raises(ValueError, match="leads outside the runs root"):
+        monitor.follow_run(root / R1)
+    assert monitor.steps_seen == 0
+    monitor.follow_run(secret, follow=False).close()  # the folder itself, where it is

@@ -9,6 +9,7 @@ docs/widgets.md ("Memory") documents the bound this test holds the monitor to:
 from __future__ import annotations
 
 import gc
+import json
 import tracemalloc
 
 import pytest
@@ -103,3 +104,68 @@ def test_a_long_run_keeps_the_monitor_within_its_documented_bound():
     assert max(series["loss:max"]) == pytest.approx(1.0)
     assert min(series["loss:min"]) == pytest.approx(1 / STEPS)
     monitor.close()
+
+
+def _big_log(run_dir, megabytes: int) -> int:
+    """A finished run's log of about ``megabytes`` MB: step lines padded with a field
+    the log's shape does not know (ignored), so the replay is bytes, not steps."""
+    run_dir.mkdir(parents=True)
+    started = {
+        "event": "run_started",
+        "run_id": run_dir.name,
+        "run_dir": str(run_dir),
+        "n_epochs": 1,
+        "start_epoch": 1,
+        "start_step": 0,
+        "steps_per_epoch": None,
+        "config": {},
+        "time": 1796000000.0,
+    }
+    pad = "x" * 4000
+    steps = (megabytes << 20) // 4100
+    with (run_dir / "metrics.jsonl").open("w") as fh:
+        fh.write(json.dumps(started) + "\n")
+        for s in range(1, steps + 1):
+            line = {"event": "step", "step": s, "epoch": 1, "batch": s - 1, "lr": 1e-3}
+            fh.write(json.dumps({**line, "samples": 32, "loss": 1.0 / s, "pad": pad}) + "\n")
+        fh.write(
+            json.dumps(
+                {
+                    "event": "run_finished",
+                    "run_id": run_dir.name,
+                    "status": "finished",
+                    "epochs_completed": 1,
+                    "steps": steps,
+                    "time": 1796000100.0,
+                }
+            )
+            + "\n"
+        )
+    return steps
+
+
+def _replay_peak(root, run_id) -> tuple[int, int]:
+    gc.collect()
+    tracemalloc.start()
+    try:
+        monitor = TrainingMonitor.from_run(run_id, runs_root=root, follow=False)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    steps = monitor.steps_seen
+    monitor.close()
+    return peak, steps
+
+
+def test_from_run_reads_a_log_in_memory_bounded_whatever_its_size(tmp_path):
+    """The issue: from_run on a 200 MB log took 400 MB at once. The log is read as a
+    stream: a log four times larger costs the same peak, and far less than the file."""
+    root = tmp_path / "runs"
+    small, big = "1" * 32, "2" * 32
+    small_steps = _big_log(root / small, 6)
+    big_steps = _big_log(root / big, 24)
+    peak_small, seen_small = _replay_peak(root, small)
+    peak_big, seen_big = _replay_peak(root, big)
+    assert (seen_small, seen_big) == (small_steps, big_steps)
+    assert peak_big < 12 * MB, peak_big / MB  # the 24 MB log is never held
+    assert peak_big - peak_small < 2 * MB, (peak_small / MB, peak_big / MB)

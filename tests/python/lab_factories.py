@@ -1,0 +1,67 @@
+"""Builders for the runs panel's server tests (torch-free): requests to a running
+Jupyter server, and run folders written by hand, as a colleague's shared folder holds
+them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from urllib.parse import urlencode
+
+import yaml
+from jupyter_server.utils import url_path_join
+from tornado.httpclient import HTTPClientError
+
+
+class Api:
+    """Requests to the running server, answered as (status, JSON). ``path`` goes on the
+    wire as written (so '..' and '%2e' reach the server as a client could send them);
+    ``params`` is a dict or a list of pairs (a repeated parameter)."""
+
+    def __init__(self, client, base_url, auth, loop):
+        self._client, self._base, self._auth, self._loop = client, base_url, auth, loop
+
+    def __call__(self, path, *, method="GET", body=None, headers=None, params=None):
+        # "/api/status": a path of the server's own; else one of nnx-lab's API
+        url = url_path_join(self._base, path[1:] if path.startswith("/") else f"nnx-lab/api/{path}")
+        if params:
+            url += "?" + urlencode(params)
+        kwargs = {"method": method, "headers": {**self._auth, **(headers or {})}}
+        if method == "POST":
+            kwargs["body"] = body if body is not None else ""
+        try:
+            response = self._loop.run_until_complete(self._client.fetch(url, **kwargs))
+        except HTTPClientError as exc:
+            response = exc.response
+            if response is None:
+                raise
+        text = response.body.decode() if response.body else ""
+        try:
+            data = json.loads(text) if text else None
+        except ValueError:
+            data = text
+        return response.code, data
+
+
+def fake_run(root: Path, run_id: str, meta=None, log_lines=(), raw_log: bytes | None = None):
+    path = root / run_id
+    path.mkdir(parents=True)
+    if meta is not None:
+        (path / "metadata.yaml").write_text(meta if isinstance(meta, str) else yaml.safe_dump(meta))
+    if raw_log is not None:
+        (path / "metrics.jsonl").write_bytes(raw_log)
+    elif log_lines:
+        (path / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in log_lines))
+    return path
+
+
+def step_line(i, loss=1.0):
+    return {
+        "event": "step",
+        "step": i,
+        "epoch": 1,
+        "batch": i - 1,
+        "lr": 0.01,
+        "samples": 32,
+        "loss": loss,
+    }
