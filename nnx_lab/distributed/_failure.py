@@ -9,6 +9,11 @@ outlives the ranks), and exits. Its sockets close, the others' collective raises
 the first failing rank's reason instead. The first record wins (``compare_set``): a
 rank whose collective broke because another left learns it is a consequence.
 
+A failed rank must leave by exiting: gloo closes a group's sockets only when the
+process ends (neither ``destroy_process_group`` nor ``abort`` does while DDP holds the
+group), and the others' collectives break only then. torchrun ends them 0.1 s later
+with SIGTERM, which does not cut their records short (``_sigterm``).
+
 The same store gives ``shutdown()`` a barrier whose wait is bounded on every rank
 (gloo's ``monitored_barrier`` bounds only rank 0's: the others wait on the group's
 30-minute timeout), and that nobody waits at once a rank has failed.

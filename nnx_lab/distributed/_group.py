@@ -8,7 +8,7 @@ import os
 import torch
 import torch.distributed as dist
 
-from . import _failure
+from . import _failure, _sigterm
 
 __all__ = ["init_process_group", "is_initialized", "rank", "shutdown", "world_size"]
 
@@ -35,6 +35,7 @@ def init_process_group(backend: str | None = None, timeout_s: float = 1800.0) ->
     dist.init_process_group(
         backend=backend, init_method="env://", timeout=datetime.timedelta(seconds=timeout_s)
     )
+    _sigterm.install()  # torchrun's SIGTERM ends a training run after its step, recorded
 
 
 def is_initialized() -> bool:
@@ -54,9 +55,9 @@ def shutdown(timeout_s: float = 30.0) -> None:
     is destroyed.
 
     The barrier is kept in torchrun's store (``_failure``): a rank that never reaches
-    it holds the others ``timeout_s`` at most, and once any rank has recorded a
-    failure nobody waits at all. Without that store (a group not started by torchrun),
-    gloo's ``monitored_barrier``, which bounds rank 0's wait only.
+    it holds the others ``timeout_s`` at most, and once any rank has recorded a failure
+    nobody waits. Without that store (a group not started by torchrun), gloo's
+    ``monitored_barrier``, which bounds rank 0's wait only.
     """
     if not is_initialized():
         return
@@ -72,5 +73,6 @@ def shutdown(timeout_s: float = 30.0) -> None:
     except RuntimeError:
         pass  # a rank is gone: leave anyway
     finally:
-        dist.destroy_process_group()
+        if is_initialized():
+            dist.destroy_process_group()
         _failure.forget()

@@ -14,13 +14,13 @@ torchrun starts one of these per process (``nnx_lab.launch`` starts torchrun). E
    once it runs, every rank stops at the same step (LAST written, status "stopped");
 5. on an error, writes ``rank<k>.error.json`` (type, message, traceback, exit code, and
    ``caused_by``: the rank that failed first, when this error is its consequence), tells
-   the other ranks (``_failure``) and exits at once: it never waits for them in a
-   barrier, so its exit (torchrun then ends the others) or its sockets closing (their
-   collectives raise) ends the job within seconds;
+   the other ranks (``_failure``) and exits at once: it never waits in a barrier, so its
+   exit ends the job within seconds (the others' collectives raise, and torchrun ends
+   them);
 6. on SIGTERM (torchrun tearing the group down, the kernel gone): while the run trains,
    the run ends after the current step as "failed" ("terminated") with its records
-   written; before or after, the rank exits. A rank whose main thread is stuck in a
-   C call (a collective) and cannot act on the signal is ended after ``GRACE_S``.
+   written; a rank recording a failure finishes it; otherwise the rank exits; a rank
+   stuck in a C call is ended after 20 s (``_sigterm``).
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ import faulthandler
 import json
 import os
 import signal
-import socket
 import sys
 import threading
 import time
@@ -39,40 +38,22 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from . import _sigterm
+
 __all__ = ["main"]
 
-GRACE_S = 20.0  # after SIGTERM; torchrun itself sends SIGKILL after 30 s
 POLL_S = 0.25
 
 
-class Terminated(SystemExit):
-    """SIGTERM reached this rank (the group is being torn down)."""
-
-
-def _terminated() -> Terminated:
-    return Terminated(
-        "terminated (SIGTERM): the job is being ended (another rank failed, the launcher "
-        "stopped it, or the process that launched it is gone)"
-    )
-
-
 class _Rank:
-    """What the signal handler and the watcher threads act on."""
+    """What the watcher thread acts on: the launch folder and the run's control."""
 
     def __init__(self, launch: Path) -> None:
         from ..engine.events import TrainingControl
 
         self.launch = launch
         self.control = TrainingControl()
-        self.training = False  # the loop runs: a SIGTERM ends it after its step
         self.parent = os.getppid()
-
-    # the sink the worker adds to the run: when the loop is attached, and detached
-    def on_attach(self, control: Any) -> None:
-        self.training = True
-
-    def on_detach(self) -> None:
-        self.training = False
 
 
 def _die_with_parent() -> None:
@@ -84,14 +65,13 @@ def _die_with_parent() -> None:
 
 
 def _watch(state: _Rank) -> None:
-    """Twice a second or more: reparented (the parent died and the death signal did not
+    """Four times a second: reparented (the parent died and the death signal did not
     come) -> SIGTERM to itself; a stop request in the launch folder -> the stop."""
     from ..runs import read_stop_request
 
     asked = False
     while True:
-        time.sleep(POLL_S)
-        if os.getppid() != state.parent:
+        if os.getppid() != state.parent or state.parent == 1:
             os.kill(os.getpid(), signal.SIGTERM)
             return
         if not asked:
@@ -100,36 +80,7 @@ def _watch(state: _Rank) -> None:
                 asked = True
                 by = f" by {request['by']}" if request.get("by") else ""
                 state.control.request_stop(f"{request.get('reason', 'stop requested')}{by}")
-
-
-def _hard_exit_after_sigterm() -> None:
-    """A Python signal handler runs only when the main thread is back in the interpreter:
-    stuck in a collective, it never would. The C handler writes the signal's number to
-    the wakeup socket at once; this thread reads it and ends the process after
-    ``GRACE_S`` if the main thread has not done so by then."""
-    reader, writer = socket.socketpair()
-    writer.setblocking(False)
-    signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
-
-    def watch() -> None:
-        while True:
-            data = reader.recv(64)
-            if signal.SIGTERM in data:
-                time.sleep(GRACE_S)
-                os._exit(143)
-
-    threading.Thread(target=watch, name="nnx-sigterm-grace", daemon=True).start()
-
-
-def _install_sigterm(state: _Rank) -> None:
-    def on_sigterm(signum: int, frame: Any) -> None:
-        if state.training:  # the loop ends after this step, with its records written
-            state.control.fail(_terminated())
-            return
-        raise _terminated()
-
-    signal.signal(signal.SIGTERM, on_sigterm)
-    _hard_exit_after_sigterm()
+        time.sleep(POLL_S)
 
 
 def _write_json(path: Path, data: Any) -> None:
@@ -145,9 +96,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     launch = Path(args[0])
     rank = int(os.environ.get("RANK", "0"))
+    _sigterm.install(force=True)
     _die_with_parent()
     state = _Rank(launch)
-    _install_sigterm(state)
     threading.Thread(target=_watch, args=(state,), name="nnx-rank-watch", daemon=True).start()
     _write_json(launch / f"rank{rank}.pid.json", {"rank": rank, "pid": os.getpid()})
     log = open(launch / f"rank{rank}.log", "a", buffering=1, encoding="utf-8")  # noqa: SIM115
@@ -161,7 +112,8 @@ def main(argv: list[str] | None = None) -> int:
         code = _record_failure(launch, rank, exc)
         log.flush()
         # Leave now: no barrier, no teardown that could wait for ranks that are gone or
-        # stuck; the process's end closes its sockets and tells torchrun.
+        # stuck; the process's end closes its sockets (the others' collectives raise)
+        # and tells torchrun.
         os._exit(code)
 
 
@@ -169,7 +121,8 @@ def _record_failure(launch: Path, rank: int, exc: BaseException) -> int:
     from ..engine.collective import RankFailedError
     from . import _failure
 
-    code = 143 if isinstance(exc, Terminated) else 1
+    _sigterm.set_failing()
+    code = 143 if isinstance(exc, _sigterm.Terminated) else 1
     tb = traceback.format_exc()
     caused_by = exc.rank if isinstance(exc, RankFailedError) else None
     with contextlib.suppress(Exception):  # a failure outside the loop: tell the others too
@@ -215,7 +168,7 @@ def _train(launch: Path, rank: int, state: _Rank) -> int:
         run_id = run_id_for(model.run_config(params, ddp))
         root = params.runs_root or os.environ.get("NNX_RUNS_ROOT") or "runs"
         _write_json(launch / "run.json", {"run_id": run_id, "runs_root": str(Path(root).resolve())})
-    run = model.train(params, callbacks=[*callbacks, state], control=control, distributed=ddp)
+    run = model.train(params, callbacks=callbacks, control=control, distributed=ddp)
     print(f"rank {rank}: run {run.id} {run.status.value}", flush=True)
     shutdown()
     return 0

@@ -54,7 +54,8 @@ class Collective(Protocol):
 
     # Optional (a collective without them announces nothing):
     # announce_failure(error, traceback) -> the first failed rank's record or None,
-    # a dict with "rank", "type", "message", "traceback".
+    # a dict with "rank", "type", "message", "traceback";
+    # attach_control(control | None): the loop's control while a run trains.
 
 
 class RankFailedError(NNxError, RuntimeError):

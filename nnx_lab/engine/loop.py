@@ -175,6 +175,7 @@ class TrainingLoop:
     def run(self) -> LoopOutcome:
         control, bus = self.control, self.bus
         bus.attach(control)
+        self._attach_to_collective(control)
         outcome = LoopOutcome(RunStatus.FINISHED)
         tb = None
         try:
@@ -259,7 +260,14 @@ class TrainingLoop:
                 )
             )
         finally:
+            self._attach_to_collective(None)
             self.bus.detach()
+
+    def _attach_to_collective(self, control: TrainingControl | None) -> None:
+        """The collective may end the run through its control (torchrun's SIGTERM)."""
+        attach = getattr(self.collective, "attach_control", None)
+        if attach is not None:
+            attach(control)
 
     def _steps_per_epoch(self) -> int | None:
         try:
