@@ -10,9 +10,13 @@ Under torchrun (or ``nnx_lab.launch``)::
     run = model.train(params=params, distributed=distributed.DDP())  # the same run on every rank
     distributed.shutdown()                      # a bounded barrier, then the group is destroyed
 
+A rank that raises ends every rank within seconds: the others end with
+``RankFailedError`` ("rank 1 failed: ValueError: ...").
+
 Only torch.distributed and torchrun: nothing home-made for communication or rendezvous.
 """
 
+from ..engine.collective import RankFailedError
 from ._ddp import DDP
 from ._group import init_process_group, is_initialized, rank, shutdown, world_size
 from ._launch import LaunchHandle, launch
@@ -21,6 +25,7 @@ from ._loaders import train_loader, validation_loader
 __all__ = [
     "DDP",
     "LaunchHandle",
+    "RankFailedError",
     "init_process_group",
     "is_initialized",
     "launch",

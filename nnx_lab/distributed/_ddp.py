@@ -9,6 +9,7 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 from ..errors import ConfigError
+from . import _failure, _sigterm
 from ._group import is_initialized
 
 __all__ = ["DDP"]
@@ -80,6 +81,24 @@ class DDP:
 
     def barrier(self) -> None:
         dist.barrier()
+
+    def announce_failure(self, error: BaseException, traceback: str | None) -> dict | None:
+        """Tell every rank this one failed, unless another rank failed first: the first
+        failure's record (rank, type, message, traceback), or None without torchrun's
+        store. The others' collectives break when this rank leaves; they read it."""
+        _sigterm.set_failing()  # torchrun's SIGTERM must not cut its records short
+        notes = _failure.board()
+        return None if notes is None else notes.announce(error, traceback)
+
+    def attach_control(self, control: Any) -> None:
+        """The loop's control while a run trains (None after): torchrun's SIGTERM ends
+        the run through it, after the current step, records written."""
+        _sigterm.set_control(control)
+
+    def first_failure(self) -> dict | None:
+        """The first failed rank's record, or None."""
+        notes = _failure.board()
+        return None if notes is None else notes.first()
 
     def _device(self) -> Any:
         if self.backend == "nccl":

@@ -8,6 +8,8 @@ import os
 import torch
 import torch.distributed as dist
 
+from . import _failure, _sigterm
+
 __all__ = ["init_process_group", "is_initialized", "rank", "shutdown", "world_size"]
 
 _ENV = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
@@ -33,6 +35,7 @@ def init_process_group(backend: str | None = None, timeout_s: float = 1800.0) ->
     dist.init_process_group(
         backend=backend, init_method="env://", timeout=datetime.timedelta(seconds=timeout_s)
     )
+    _sigterm.install()  # torchrun's SIGTERM ends a training run after its step, recorded
 
 
 def is_initialized() -> bool:
@@ -48,15 +51,21 @@ def world_size() -> int:
 
 
 def shutdown(timeout_s: float = 30.0) -> None:
-    """Leave together: a barrier bounded by ``timeout_s``, then the group is destroyed.
+    """Leave together: a barrier bounded by ``timeout_s`` on every rank, then the group
+    is destroyed.
 
-    A rank that never reaches the barrier (it failed) does not hold the others for
-    longer than the timeout; the group is destroyed either way.
+    The barrier is kept in torchrun's store (``_failure``): a rank that never reaches
+    it holds the others ``timeout_s`` at most, and once any rank has recorded a failure
+    nobody waits. Without that store (a group not started by torchrun), gloo's
+    ``monitored_barrier``, which bounds rank 0's wait only.
     """
     if not is_initialized():
         return
     try:
-        if dist.get_backend() == "gloo":
+        notes = _failure.board()
+        if notes is not None:
+            notes.gather("shutdown", timeout_s)
+        elif dist.get_backend() == "gloo":
             dist.monitored_barrier(timeout=datetime.timedelta(seconds=timeout_s))
         else:
             work = dist.barrier(async_op=True)
@@ -64,4 +73,6 @@ def shutdown(timeout_s: float = 30.0) -> None:
     except RuntimeError:
         pass  # a rank is gone: leave anyway
     finally:
-        dist.destroy_process_group()
+        if is_initialized():
+            dist.destroy_process_group()
+        _failure.forget()

@@ -12,6 +12,12 @@ backward pass and overlaps it, and nothing in it is read on the host but the sto
 every ``stop_check_every`` steps (every step on the CPU; on a GPU a read is a sync), so
 every rank records the same loss and stops at the same step. Metrics are summed across
 ranks before they are finalized.
+
+A rank that fails cannot reach the others through the group (they wait in a collective
+it will not join): it announces its failure where every rank can read it
+(``announce_failure``; ``DDP`` uses torchrun's store) and leaves. The others'
+collectives break when it is gone, and each ends with the first failing rank's reason
+(``RankFailedError``), doing no further collective (``rank_failure``).
 """
 
 from __future__ import annotations
@@ -21,9 +27,10 @@ from typing import Any, Protocol, runtime_checkable
 
 import torch
 
+from ..errors import NNxError
 from .train_step import StepOutput, TrainStep
 
-__all__ = ["Collective", "DistributedTrainStep"]
+__all__ = ["Collective", "DistributedTrainStep", "RankFailedError", "rank_failure"]
 
 
 @runtime_checkable
@@ -44,6 +51,40 @@ class Collective(Protocol):
         """Every rank learns the first non-empty ``message`` of any rank (or None)."""
 
     def barrier(self) -> None: ...
+
+    # Optional (a collective without them announces nothing):
+    # announce_failure(error, traceback) -> the first failed rank's record or None,
+    # a dict with "rank", "type", "message", "traceback";
+    # attach_control(control | None): the loop's control while a run trains.
+
+
+class RankFailedError(NNxError, RuntimeError):
+    """Another rank of a data-parallel run failed first; this rank's own error (a
+    collective that broke when that rank left) is its consequence. ``rank``, and
+    ``remote_traceback``: the failing rank's traceback."""
+
+    def __init__(self, rank: int, what: str, remote_traceback: str | None = None) -> None:
+        super().__init__(f"rank {rank} failed: {what}")
+        self.rank, self.what, self.remote_traceback = rank, what, remote_traceback
+
+
+def rank_failure(
+    collective: Any, error: BaseException, traceback: str | None
+) -> tuple[BaseException, str | None]:
+    """The error (and traceback) this rank's run ends with after ``error``: its own,
+    announced to every rank, when it failed first; a ``RankFailedError`` naming the
+    rank that failed first (from ``error``) when another one did."""
+    announce = getattr(collective, "announce_failure", None)
+    if announce is None:
+        return error, traceback
+    first = announce(error, traceback)
+    if first is None or first.get("rank") == int(collective.rank):
+        return error, traceback
+    cause = RankFailedError(
+        int(first["rank"]), f"{first.get('type')}: {first.get('message')}", first.get("traceback")
+    )
+    cause.__cause__ = error
+    return cause, first.get("traceback") or traceback
 
 
 class DistributedTrainStep(TrainStep):

@@ -25,6 +25,7 @@ from typing import Any
 import torch
 
 from ..data.metrics import MetricSpec
+from .collective import rank_failure
 from .edp import EDP
 from .enums import RunStatus
 from .epoch_sums import EpochSums
@@ -175,6 +176,7 @@ class TrainingLoop:
     def run(self) -> LoopOutcome:
         control, bus = self.control, self.bus
         bus.attach(control)
+        self._attach_to_collective(control)
         outcome = LoopOutcome(RunStatus.FINISHED)
         tb = None
         try:
@@ -192,10 +194,11 @@ class TrainingLoop:
                 )
             )
             self._last_epoch = self.epoch + self.n_epochs
-            while self.epoch < self._last_epoch and not control.stop_requested:
+            # Under a collective every rank decides on the same, agreed, flag: a stop
+            # that one rank saw alone (another thread sets it at any time) would send it
+            # out of the loop while the others train on, waiting for it.
+            while self.epoch < self._last_epoch and not self._stop_agreed():
                 self._train_epoch(self.epoch + 1)
-                if self.collective is not None:
-                    self._agree_at_epoch_end()
             if control.failure is not None:
                 raise control.failure
             stopped_early = self.epoch < self._last_epoch  # a stop after the last epoch finishes
@@ -205,8 +208,10 @@ class TrainingLoop:
             control.request_stop("interrupted (KeyboardInterrupt)")
             outcome = LoopOutcome(RunStatus.STOPPED, raised=exc)
         except BaseException as exc:
-            outcome = LoopOutcome(RunStatus.FAILED, _describe(exc), exc)
             tb = traceback.format_exc()
+            if self.collective is not None:  # the others learn it; or it was another's
+                exc, tb = rank_failure(self.collective, exc, tb)
+            outcome = LoopOutcome(RunStatus.FAILED, _describe(exc), exc)
         self._end(outcome, tb)
         return outcome
 
@@ -217,9 +222,14 @@ class TrainingLoop:
         that cannot save there (a full disk) turns the run "failed" before
         ``RunFinished`` tells anyone how it ended."""
         self.outcome = outcome
+        # A failed rank of a collective run does no further collective: the others are
+        # gone, or wait in another one (a flush reduces across ranks). The steps since
+        # the last flush are not logged.
+        broken = self.collective is not None and outcome.status is RunStatus.FAILED
         try:
             try:
-                self._flush_steps()
+                if not broken:
+                    self._flush_steps()
             except Exception:
                 if outcome.status is not RunStatus.FAILED:
                     raise  # the failure itself may lie in what was buffered: keep it
@@ -256,7 +266,14 @@ class TrainingLoop:
                 )
             )
         finally:
+            self._attach_to_collective(None)
             self.bus.detach()
+
+    def _attach_to_collective(self, control: TrainingControl | None) -> None:
+        """The collective may end the run through its control (torchrun's SIGTERM)."""
+        attach = getattr(self.collective, "attach_control", None)
+        if attach is not None:
+            attach(control)
 
     def _steps_per_epoch(self) -> int | None:
         try:
@@ -340,12 +357,18 @@ class TrainingLoop:
             raise RuntimeError("NNTrainParams.train_loader yielded no batch this epoch")
         self._end_epoch(epoch, t0)
 
-    def _agree_at_epoch_end(self) -> None:
-        """A stop asked during validation or an epoch's end reaches every rank here."""
+    def _stop_agreed(self) -> bool:
+        """Whether to stop before the next epoch. Under a collective, any rank's stop
+        (asked before the first epoch, during validation or at an epoch's end) reaches
+        every rank here, and every rank answers alike."""
+        if self.collective is None:
+            return self.control.stop_requested
         device = self.train_step.device
         flag = torch.tensor([1.0 if self.control.stop_requested else 0.0], device=device)
-        if float(self.collective.sum(flag)[0]) > 0 and not self.control.stop_requested:
+        agreed = float(self.collective.sum(flag)[0]) > 0
+        if agreed and not self.control.stop_requested:
             self.control.request_stop("stop requested on another rank")
+        return agreed
 
     def _explain(self, exc: Exception, batches: list[tuple[int, Any]], epoch: int) -> None:
         """Raise a DataError naming the batch that broke a step, when a check finds one."""

@@ -445,6 +445,11 @@ class TrainingMonitor(MonitorJobs, MonitorReplay, MonitorText, NNxWidget):
                 if self._job is not None and self._job.is_alive():
                     self._stop_pending = reason  # fit() started; the loop attaches soon
                     return
+                stop_launch = getattr(self, "_stop_launch", None)  # for_launch: any state
+                if stop_launch is not None and not self._finished:
+                    stop_launch(reason)
+                    self.status, self.can_stop = "stopping", False
+                    return
                 if self._log_path is not None and self.status == "running":
                     if not self._stoppable:
                         raise RuntimeError(

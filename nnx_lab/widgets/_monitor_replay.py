@@ -10,6 +10,7 @@ hooks here (``on_log_read``, ``on_follow_ended``, ...) are the follower's extra 
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import pathlib
@@ -159,9 +160,9 @@ class MonitorReplay:
         """A monitor that follows a run started by ``nnx_lab.distributed.launch``: it is
         attached to the ``LaunchHandle`` (``handle.attach``), which replays rank 0's
         log into it from the run's first line and, when the processes fail, the
-        failing rank's traceback. Its Stop button stops every process (through the run
-        folder, as ``handle.stop()`` does). ``handle.monitor`` is this monitor when the
-        handle had none. ``nnx_lab.launch(...)`` calls it (``monitor=True``)."""
+        failing rank's traceback. Its Stop button stops every process, in any state,
+        also while they start (``handle.stop(wait=False)``). ``handle.monitor`` is this
+        monitor when the handle had none. ``nnx_lab.launch(...)`` calls it (``monitor=True``)."""
         monitor = cls(
             update_interval=update_interval,
             smoothing=smoothing,
@@ -170,6 +171,8 @@ class MonitorReplay:
         )
         monitor._begin_log(pathlib.Path(handle.run_dir), stoppable=True)
         monitor._follower = handle.attach(monitor)
+        monitor._stop_launch = functools.partial(handle.stop, wait=False)  # while it starts too
+        monitor.can_stop = not monitor._finished
         if getattr(handle, "monitor", None) is None:
             handle.monitor = monitor
         return monitor

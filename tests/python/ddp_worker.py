@@ -51,6 +51,7 @@ def main() -> None:
     ap.add_argument("--stop-check-every", type=int, default=None)
     ap.add_argument("--single", action="store_true", help="one process, no process group")
     ap.add_argument("--declared", action="store_true", help="declared metrics and a monitor")
+    ap.add_argument("--fail-on-rank1", action="store_true", help="rank 1 raises at epoch 1's end")
     args = ap.parse_args()
     torch.set_num_threads(1)
     if not args.single:
@@ -90,6 +91,14 @@ def main() -> None:
                     self.control.request_stop("stopped on rank 0")
 
         callbacks.append(StopOnRankZero())
+    if args.fail_on_rank1:
+
+        class FailOnRankOne:
+            def on_epoch_ended(self, event):
+                if distributed.rank() == 1 and event.epoch == 1:
+                    raise ValueError("rank 1 fails at the end of epoch 1")
+
+        callbacks.append(FailOnRankOne())
     try:
         run = model.train(
             params,
@@ -101,6 +110,7 @@ def main() -> None:
     except Exception as exc:  # the test reads what was refused
         with open(f"{args.out}.{os.getpid()}", "w") as fh:
             json.dump({"rank": distributed.rank(), "error": f"{type(exc).__name__}: {exc}"}, fh)
+        distributed.shutdown()  # as a try/finally would: after a failure it waits for none
         raise SystemExit(3) from exc
     digest = hashlib.sha256()
     for name, t in model.net.state_dict().items():

@@ -10,10 +10,12 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 import torch
+import yaml
 
 from nnx_lab import NNRun
 
@@ -222,3 +224,32 @@ def test_a_mid_epoch_stop_resumes_with_the_unions_epoch_sums(tmp_path):
         assert a["train"]["metrics"] == pytest.approx(b["train"]["metrics"], rel=1e-6)
         assert a["val"]["metrics"] == pytest.approx(b["val"]["metrics"], rel=1e-6)
         assert a["selection"]["status"] == b["selection"]["status"]
+
+
+def test_a_rank_raising_in_a_script_ends_every_rank_with_its_reason(tmp_path):
+    """Under torchrun with no launcher: rank 1's callback raises at epoch 1's end while
+    rank 0 waits in the epoch's agreement. Rank 1 leaves (its shutdown waits for
+    nobody), rank 0's collective breaks and it ends with rank 1's reason; the job ends
+    long before the group's 30-minute timeout (the cap is generous: a loaded machine)."""
+    start = time.monotonic()
+    ranks = run_ranks(
+        tmp_path,
+        2,
+        "--root",
+        tmp_path / "r",
+        "--epochs",
+        3,
+        "--fail-on-rank1",
+        expect_rc=1,
+        timeout=150,
+    )
+    assert time.monotonic() - start < 150
+    assert ranks[1]["error"] == "ValueError: rank 1 fails at the end of epoch 1"
+    assert ranks[0]["error"] == (
+        "RankFailedError: rank 1 failed: ValueError: rank 1 fails at the end of epoch 1"
+    )
+    (run_dir,) = [p for p in (tmp_path / "r").iterdir() if not p.name.startswith(".")]
+    meta = yaml.safe_load((run_dir / "metadata.yaml").read_text())
+    assert meta["status"] == "failed"
+    assert meta["error"] == ranks[0]["error"]
+    assert meta["epochs_completed"] == 1
