@@ -299,6 +299,13 @@ class ExperimentPlan:
             object.__setattr__(self, "_resolved", resolve(stand_in_values(self._values)))
         return self._resolved  # type: ignore[return-value]
 
+    @property
+    def resolved(self) -> bool:
+        """False while the plan holds references read from a file (``from_json``) as
+        text: their modules are imported only by ``resolve()`` (or ``fit()``, which calls
+        it). A plan built in code is always resolved."""
+        return not has_references(self._values, self._data, self._callbacks)
+
     def resolve(self) -> ExperimentPlan:
         """This plan with the references it was read with (``from_json``) imported: the
         step where their modules' code runs, and the only one (``fit()``,

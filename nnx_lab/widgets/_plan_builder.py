@@ -242,6 +242,15 @@ class PlanBuilder(PlanBuilderFits, NNxWidget):
         if self.busy:
             self._set_run_id(plan, "", "deferred", "computed when the fit ends")
             return
+        if not plan.resolved:
+            # the run id calls the plan's factories: for a plan read from a file that
+            # imports the modules it names, which only the user may ask for
+            note = (
+                "the plan was read from a file and names code it has not imported: "
+                "its run id is computed at Fit, or after plan.resolve()"
+            )
+            self._set_run_id(plan, "", "blocked", note)
+            return
         self._set_run_id(plan, self.run_id if self._id_plan is plan else "", "pending", "")
         with self._lock:
             if self._id_timer is not None:

@@ -344,3 +344,47 @@ def test_text_fallback(builder, base):
     assert "application/vnd.jupyter.widget-view+json" in data
     with pytest.raises(TypeError, match="not an ExperimentPlan"):
         PlanBuilder("plan")
+
+
+def test_a_plan_read_from_a_file_shows_no_run_id_until_resolved(base, tmp_path, monkeypatch):
+    """The run id calls the plan's data factories; for a plan read from JSON that would
+    import the module it names, which only the user may ask for (Fit, or resolve())."""
+    import json
+    import sys
+    import uuid
+
+    code, marker = tmp_path / "code", tmp_path / "imported.txt"
+    code.mkdir()
+    name = f"honest_{uuid.uuid4().hex[:8]}"
+    (code / f"{name}.py").write_text(
+        f"open({str(marker)!r}, 'w').write('ran')\n"
+        "def make(*args, **kwargs):\n"
+        "    from plan_factories import make_train_loader\n"
+        "    return make_train_loader(*args, **kwargs)\n"
+    )
+    monkeypatch.syspath_prepend(str(code))
+    data = base.to_json()
+    data["data"]["train"]["factory"] = f"{name}:make"
+    loaded = ExperimentPlan.from_json(json.dumps(data))
+    assert not loaded.resolved
+    b = PlanBuilder(loaded)
+    try:
+        edit(b, LR, "0.02")  # a change asks for the run id again
+        time.sleep(1.0)  # longer than the builder's debounce: a computation would have run
+        assert b.run_state == "blocked"
+        assert "plan.resolve()" in b.run_note
+        assert not marker.exists()
+    finally:
+        b.close()
+        sys.modules.pop(name, None)
+    resolved = loaded.resolve()
+    assert resolved.resolved
+    assert marker.exists()
+    b = PlanBuilder(resolved)
+    try:
+        deadline = time.monotonic() + 60
+        while b.run_state != "ready" and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert b.run_id == resolved.expected_run_id()
+    finally:
+        b.close()
