@@ -8,6 +8,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from ..errors import NNxError
+
 __all__ = ["RULES", "SuggestionStopped", "suggest", "warmup_points"]
 
 RULES = ("valley", "min_div_10", "steepest", "linear_slope")
@@ -26,8 +28,9 @@ def warmup_points(n: int) -> int:
     return n // WARMUP_FRACTION
 
 
-class SuggestionStopped(Exception):
-    """A stop was requested while the curve was being read (internal to this module)."""
+class SuggestionStopped(NNxError, RuntimeError):
+    """A stop was requested while the curve was being read; ``args[0]``: the picks of
+    the rules read before it (the sweep turns it into a stopped result)."""
 
 
 def _valley(
