@@ -69,8 +69,9 @@ class LRFinderWidget(NNxWidget):
 
     ``chosen_lr`` is the picked learning rate (the suggestion once the sweep ends, until
     something else is picked). ``use_lr()`` ("Use this LR") returns the plan with that
-    rate as its ``max_lr`` and keeps it in ``widget.plan``; with a linked builder
-    (``link(builder)``) it sets the builder's learning-rate field as typing would.
+    rate (to three significant digits) as its ``max_lr`` and keeps it in
+    ``widget.plan``; with a linked builder (``link(builder)``) it sets the builder's
+    learning-rate field as typing would.
     """
 
     _bundle_name = "lr_finder"
