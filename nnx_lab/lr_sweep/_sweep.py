@@ -269,10 +269,11 @@ def _sweep(
         suggestions = suggest([p[0] for p in finite], [p[1] for p in finite], stop=watch)
     except SuggestionStopped as exc:
         suggestions, status = exc.args[0], "stopped"
-        reason = (
+        stopped = (
             f"{control.stop_reason or 'stopped'} while the curve was read: "
             "the valley rule was not computed"
         )
+        reason = stopped if reason is None else f"{reason}; {stopped}"  # keep a divergence
     picked = suggestions.get(rule)
     if picked is None:  # the default rule found nothing on a short curve: say which did
         rule = next((r for r in RULES if suggestions.get(r) is not None), rule)
