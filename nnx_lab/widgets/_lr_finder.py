@@ -159,8 +159,6 @@ class LRFinderWidget(NNxWidget):
         if autostart:
             self.start()
 
-    # ------------------------------------------------------------------ input
-
     # ------------------------------------------------------------------ chosen_lr
 
     @t.validate("chosen_lr")
