@@ -47,6 +47,25 @@ export function riskDomain(fullRisks, ceiling) {
   return [0, Math.min(1, Number(top.toPrecision(2)))];
 }
 
+/**
+ * A threshold as the box shows it: six significant digits (0.992755), with more where
+ * six would round it onto 0 or 1 (0.9999996 is not "1": at 1 every row is declined).
+ */
+export function fmtThreshold(v) {
+  if (v === null || v === undefined || !Number.isFinite(v)) return "";
+  for (let digits = 6; digits < 17; digits++) {
+    const shown = Number(v.toPrecision(digits));
+    if ((shown === 1 && v !== 1) || (shown === 0 && v !== 0)) continue;
+    return String(shown);
+  }
+  return String(v);
+}
+
+/** The box's width for `text`: every character, and room for the number spinner. */
+export function boxWidth(text) {
+  return `${Math.max(8, String(text).length + 4)}ch`;
+}
+
 export function fmtShare(v) {
   return v === null || v === undefined || !Number.isFinite(v) ? "–" : v.toFixed(4);
 }
@@ -216,8 +235,14 @@ export class AbstentionView extends SeriesView {
     if (!s || !s.length) return;
     const i = Math.min(s.length - 1, Math.max(0, Number(this.slider.value)));
     const tau = s.column("threshold")[i];
-    this.number.value = String(Number(tau.toPrecision(6)));
+    this._showThreshold(tau);
     this.request.request(tau);
+  }
+
+  /** The threshold in the box, wide enough to show every digit it has. */
+  _showThreshold(tau) {
+    this.number.value = fmtThreshold(tau);
+    this.number.style.width = boxWidth(this.number.value);
   }
 
   _sendThreshold(tau) {
@@ -227,7 +252,7 @@ export class AbstentionView extends SeriesView {
   _onThresholdTrait() {
     if (this.request && this.request.busy) return; // the pointer has the slider
     const tau = Number(this.model.get("threshold"));
-    this.number.value = String(Number(tau.toPrecision(6)));
+    this._showThreshold(tau);
     const s = this._stops();
     if (s && s.length) {
       this.slider.max = String(s.length - 1);

@@ -17,6 +17,18 @@ const TRAITS = [
   "applied_note",
 ];
 export const RULE_LABELS = { valley: "valley", min_div_10: "min ÷ 10", steepest: "steepest", linear_slope: "linear slope" };
+// What a rule that found nothing says, and why (the slope rules skip the warm-up and
+// never name the curve's edge: see docs/lr_finder.md).
+const NOT_FOUND = {
+  valley: ["no valley found", "The smoothed loss never falls for three points in a row"],
+  steepest: ["no slope found", "Past the warm-up the loss does not fall, or falls most steeply at the curve's edge"],
+  linear_slope: ["no slope found", "Past the warm-up the loss does not fall, or falls most steeply at the curve's edge"],
+};
+
+/** A rule's button text and tooltip when it found no rate. */
+export function notFound(rule) {
+  return NOT_FOUND[rule] || ["none", "This rule found no rate on this curve"];
+}
 
 /** A learning rate in three significant digits: "3.16e-3", "1e-2"; "–" for none. */
 export function fmtLr(v) {
@@ -234,9 +246,10 @@ export class LRFinderView extends SeriesView {
     const items = [];
     for (const [name, lr] of Object.entries(suggestions)) {
       const usable = lr !== null && lr !== undefined && Number.isFinite(lr);
-      const b = h("button", { type: "button", class: "nnx-lr-rule", "data-rule": name, text: `${RULE_LABELS[name] || name} ${usable ? fmtLr(lr) : "none"}` });
+      const [missing, why] = notFound(name);
+      const b = h("button", { type: "button", class: "nnx-lr-rule", "data-rule": name, text: `${RULE_LABELS[name] || name} ${usable ? fmtLr(lr) : missing}` });
       b.disabled = !usable;
-      b.title = usable ? `Choose ${fmtLr(lr)} (the ${RULE_LABELS[name] || name} rule's pick)` : "This rule found no rate on this curve";
+      b.title = usable ? `Choose ${fmtLr(lr)} (the ${RULE_LABELS[name] || name} rule's pick)` : why;
       if (usable) b.addEventListener("click", () => this._choose(lr));
       const li = h("li", {}, [b]);
       if (name === rule) li.dataset.suggested = "true";

@@ -1,9 +1,12 @@
 // What a chart draws over its series (shared/chart.js): dashed marks at x values
 // (epoch ends, other rules' picks), thinned where they would crowd; labelled markers
-// ("loss non-finite since step N", the suggested rate); dots (an operating point).
+// ("loss non-finite since step N", the suggested rate), their labels placed apart
+// (marker_labels.js); dots (an operating point).
+import { placeLabels } from "./marker_labels.js";
 import { cssVar, resolveColor } from "./theme.js";
 
 const MIN_MARK_GAP = 8; // px between marks; denser marks are thinned
+const LABEL_ROW = 14; // px from one row of marker labels to the next (11 px text)
 
 /**
  * Indices of the marks to draw so that neighbours are at least `minGap` pixels apart.
@@ -55,9 +58,18 @@ export function drawOverlay(chart, u) {
     ctx.stroke();
   }
   ctx.setLineDash([]);
-  for (const m of chart.markers) {
-    if (!inRange(m.x)) continue;
-    const x = Math.round(u.valToPos(m.x, "x", true)) + 0.5;
+  const shown = chart.markers.filter((m) => inRange(m.x));
+  ctx.font = `600 ${11 * dpr}px ${cssVar(chart.host, "--jp-ui-font-family", "sans-serif")}`;
+  ctx.textBaseline = "top";
+  ctx.textAlign = "left";
+  const xs = shown.map((m) => Math.round(u.valToPos(m.x, "x", true)) + 0.5);
+  const places = placeLabels(
+    shown.map((m, i) => ({ px: xs[i], width: ctx.measureText ? ctx.measureText(m.label).width : 0 })),
+    { left, right: left + width, pad: 4 * dpr, gap: 6 * dpr },
+  );
+  chart.info.labels = shown.map((m, i) => ({ label: m.label, ...places[i] }));
+  shown.forEach((m, i) => {
+    const x = xs[i];
     const color = resolveColor(chart.host, m.color, "#d32f2f");
     ctx.strokeStyle = color;
     ctx.fillStyle = color;
@@ -66,13 +78,8 @@ export function drawOverlay(chart, u) {
     ctx.moveTo(x, top);
     ctx.lineTo(x, top + height);
     ctx.stroke();
-    ctx.font = `600 ${11 * dpr}px ${cssVar(chart.host, "--jp-ui-font-family", "sans-serif")}`;
-    ctx.textBaseline = "top";
-    const w = ctx.measureText ? ctx.measureText(m.label).width : 0;
-    const right = x + 4 * dpr + w < left + width;
-    ctx.textAlign = right ? "left" : "right";
-    ctx.fillText(m.label, right ? x + 4 * dpr : x - 4 * dpr, top + 4 * dpr);
-  }
+    ctx.fillText(m.label, places[i].x0, top + (4 + places[i].row * LABEL_ROW) * dpr);
+  });
   chart.info.dotsDrawn = 0;
   for (const d of chart.dots) {
     if (!Number.isFinite(d.x) || !Number.isFinite(d.y) || !inRange(d.x)) continue;

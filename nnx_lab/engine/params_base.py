@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import re
 from dataclasses import fields, replace
 from enum import Enum
 from typing import Any
@@ -33,10 +34,32 @@ def is_real(value: object) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
+def _typed_text(value: object) -> bool:
+    """Text where a number goes (a form's field, a plan file's string)."""
+    return isinstance(value, str)
+
+
 def positive_int(value: object, name: str, minimum: int = 1) -> int:
+    if _typed_text(value):
+        raise ConfigError(name, value, f"not a number; type a whole number >= {minimum}")
     if not is_int(value) or int(value) < minimum:  # type: ignore[arg-type]
         raise ConfigError(name, value, f"pass an integer >= {minimum}")
     return int(value)  # type: ignore[arg-type]
+
+
+def _range_words(low: float, high: float, low_open: bool, high_open: bool) -> str:
+    """The accepted range as a person types it: "> 0", ">= 0", "in [0, 1)"; the float32
+    ceiling of the params is left out (no one types 3.4e38)."""
+    if math.isfinite(high) and high < FLOAT32_MAX:
+        return f"in {'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
+    return f"{'>' if low_open else '>='} {low:g}"
+
+
+def _finite_fix(fix: str, low: float, high: float, low_open: bool, high_open: bool) -> str:
+    """The fix for text that is not a number: say so, the range, and the fix's example."""
+    example = re.search(r"e\.g\. (\S+)$", fix)
+    tail = f", e.g. {example.group(1)}" if example else ""
+    return f"not a number; type a number {_range_words(low, high, low_open, high_open)}{tail}"
 
 
 def finite(
@@ -49,6 +72,8 @@ def finite(
     high_open: bool = False,
     fix: str,
 ) -> float:
+    if _typed_text(value):
+        raise ConfigError(name, value, _finite_fix(fix, low, high, low_open, high_open))
     if not is_real(value) or not math.isfinite(float(value)):  # type: ignore[arg-type]
         raise ConfigError(name, value, fix)
     v = float(value)  # type: ignore[arg-type]

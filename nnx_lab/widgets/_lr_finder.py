@@ -32,6 +32,7 @@ from ._lr_finder_inputs import (
     check_sweep_kwargs,
     check_sweep_plan,
     classify,
+    rounded_lr,
     sweep_defaults,
     sweep_series,
 )
@@ -68,8 +69,9 @@ class LRFinderWidget(NNxWidget):
 
     ``chosen_lr`` is the picked learning rate (the suggestion once the sweep ends, until
     something else is picked). ``use_lr()`` ("Use this LR") returns the plan with that
-    rate as its ``max_lr`` and keeps it in ``widget.plan``; with a linked builder
-    (``link(builder)``) it sets the builder's learning-rate field as typing would.
+    rate (to three significant digits) as its ``max_lr`` and keeps it in
+    ``widget.plan``; with a linked builder (``link(builder)``) it sets the builder's
+    learning-rate field as typing would.
     """
 
     _bundle_name = "lr_finder"
@@ -156,8 +158,6 @@ class LRFinderWidget(NNxWidget):
         self._refresh_use()
         if autostart:
             self.start()
-
-    # ------------------------------------------------------------------ input
 
     # ------------------------------------------------------------------ chosen_lr
 
@@ -264,27 +264,29 @@ class LRFinderWidget(NNxWidget):
             self.can_use = target is not None and self.chosen_lr is not None
 
     def use_lr(self, lr: float | None = None) -> ExperimentPlan:
-        """ "Use this LR": the plan with ``lr`` (default: ``chosen_lr``) as its
-        ``max_lr``, kept in ``widget.plan`` and returned. With a linked PlanBuilder, its
-        learning-rate field is set (``builder.set_value``) and its new plan returned."""
+        """ "Use this LR": the plan with ``lr`` (default: ``chosen_lr``), rounded to three
+        significant digits, as its ``max_lr``, kept in ``widget.plan`` and returned.
+        With a linked PlanBuilder, its learning-rate field is set (``builder.set_value``)
+        and its new plan returned."""
         if lr is not None:
             self.chosen_lr = lr
-        lr = self.chosen_lr
-        if lr is None:
+        chosen = self.chosen_lr
+        if chosen is None:
             raise ValueError(
                 "no learning rate chosen yet: click the curve, type one, or wait for the "
                 "sweep's suggestion"
             )
+        lr = rounded_lr(chosen)  # chosen_lr keeps the pick at full precision
         builder = self._builder
         if builder is not None:
             problems = builder.set_value(LR_PATH, lr)
             if problems:
                 raise PlanError(problems)
             plan = self.plan.with_lr(lr) if self._kind == "plan" else builder.plan
-            note = f"{LR_PATH} = {lr:.4g} in the PlanBuilder"
+            note = f"{LR_PATH} = {lr:.3g} in the PlanBuilder"
         elif self.plan is not None:
             plan = self.plan.with_lr(lr)
-            note = f"{LR_PATH} = {lr:.4g} in widget.plan"
+            note = f"{LR_PATH} = {lr:.3g} in widget.plan"
         else:
             raise RuntimeError(
                 "no plan to give the learning rate to: this widget sweeps a model; link a "

@@ -21,12 +21,21 @@ __all__ = [
     "check_sweep_kwargs",
     "check_sweep_plan",
     "classify",
+    "rounded_lr",
     "sweep_defaults",
     "sweep_series",
 ]
 
+USE_DIGITS = 3  # "Use this LR" writes a rate to this many significant digits
 SNAP = 1e-5  # a value this close (relatively) to a swept rate is that rate (float32 wire)
 NOT_FORWARDED = ("net", "train_loader", "loss_fn", "control")
+
+
+def rounded_lr(lr: float) -> float:
+    """The rate "Use this LR" writes: ``lr`` to three significant digits (0.0105, not
+    0.010476157527896641). A pick on a log curve is not known any closer, and the plan,
+    the form and the run id then carry a number a person can read and type again."""
+    return float(f"{float(lr):.{USE_DIGITS}g}")
 
 
 def sweep_series(capacity: int) -> BucketSeries:

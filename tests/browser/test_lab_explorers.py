@@ -171,6 +171,10 @@ def test_moving_the_threshold_slider_changes_coverage_and_a_reload_keeps_it(clas
     after = explorer.get_attribute("data-coverage")
     threshold = explorer.get_attribute("data-threshold")
     assert float(after) < float(before)  # a stricter threshold answers fewer rows
+    # the box shows the threshold's digits (0.992755, never cut to "0.992")
+    box = explorer.get_by_test_id("threshold-value")
+    assert float(box.input_value()) == pytest.approx(float(threshold), rel=1e-5)
+    assert box.evaluate("(e) => e.scrollWidth <= e.clientWidth"), box.input_value()
     expect(explorer.get_by_test_id("coverage")).to_have_text(f"{float(after):.4f}")
     expect(explorer.get_by_test_id("declined-rows").locator("tbody tr")).to_have_count(10)
     lab.save()

@@ -7,11 +7,16 @@ notebooks/lr_finder.ipynb.
   and the kernel holds it (``finder.chosen_lr``).
 * Use this LR: the linked PlanBuilder's learning-rate field shows the chosen rate.
 * A page reload keeps the curve, the choice and the builder's field.
+* A long sweep (30,000 steps, a notebook written here): Stop while it runs ends it; the
+  widget says ``stopped`` (not "Stopping…" forever), and so does the kernel. A second
+  sweep is held after its last step: Stop then ends the reading of the curve too.
 """
 
 from __future__ import annotations
 
+import json
 import re
+from pathlib import Path
 
 import pytest
 from lab_harness import REPO, JupyterServer, Lab
@@ -27,6 +32,11 @@ def lr_finder_bundle() -> None:
     for name in ("lr_finder.js", "plan_builder.js"):
         if not (REPO / "nnx_lab" / "static" / name).exists():
             pytest.fail(f"nnx_lab/static/{name} is missing: run `npm run build`", pytrace=False)
+
+
+def three_digits(lr: float) -> float:
+    """What "Use this LR" writes into the builder: the rate to 3 significant digits."""
+    return float(f"{lr:.3g}")
 
 
 def finder_of(lab: Lab):
@@ -67,9 +77,10 @@ def test_a_click_on_the_curve_picks_a_rate_and_use_sets_the_builder(
     chart = finder.get_by_test_id("lr-chart")
     expect(chart).to_have_attribute("data-points", "100")
     suggested = float(chart.get_attribute("data-suggested"))
-    # the notebook used the suggestion: the builder's field holds it
+    # the notebook used the suggestion: the builder's field holds it, to 3 digits
     field = lab.page.get_by_test_id(LR_FIELD)
-    assert float(field.input_value()) == pytest.approx(suggested, rel=1e-6)
+    assert float(field.input_value()) == three_digits(suggested)
+    before_use = field.input_value()
     assert float(chart.get_attribute("data-chosen")) == pytest.approx(suggested)
 
     over = chart.locator(".u-over")
@@ -93,8 +104,8 @@ def test_a_click_on_the_curve_picks_a_rate_and_use_sets_the_builder(
 
     # Use this LR: the linked builder's learning-rate field follows
     finder.get_by_test_id("use").click()
-    expect(field).not_to_have_value(re.compile(re.escape(f"{suggested}")))
-    assert float(field.input_value()) == pytest.approx(chosen, rel=1e-6)
+    expect(field).not_to_have_value(before_use)
+    assert float(field.input_value()) == three_digits(chosen)
     expect(finder.get_by_test_id("plan-lr")).to_contain_text("builder max_lr")
     expect(finder.get_by_test_id("error")).to_have_text("")
 
@@ -105,6 +116,115 @@ def test_a_click_on_the_curve_picks_a_rate_and_use_sets_the_builder(
     chart = finder.get_by_test_id("lr-chart")
     expect(chart).to_have_attribute("data-points", "100")
     assert float(chart.get_attribute("data-chosen")) == pytest.approx(chosen)
-    assert float(lab.page.get_by_test_id(LR_FIELD).input_value()) == pytest.approx(chosen, rel=1e-6)
+    assert float(lab.page.get_by_test_id(LR_FIELD).input_value()) == three_digits(chosen)
     assert "Unknown subshell_id" not in jupyter_server.log_tail(400)
     jupyter_server.shutdown_kernels()
+
+
+LONG_SWEEP = """
+from nnx_lab import ExperimentPlan
+from nnx_lab.example_data import WINE_DIMS, wine_train_loader, wine_val_loader
+from nnx_lab.widgets import LRFinderWidget
+
+plan = (
+    ExperimentPlan()
+    .with_net(hidden_dims=[8], **WINE_DIMS)
+    .with_data(wine_train_loader, val=wine_val_loader, identity="wine")
+    .with_seed(0)
+)
+# small rates: the sweep does not diverge, it runs until it is stopped
+finder = LRFinderWidget(plan, num_iter=30_000, start_lr=1e-7, end_lr=1e-4)
+finder
+"""
+
+HELD_SWEEP = """
+import time
+
+
+class HoldAfterTheLastStep:
+    \"\"\"Holds the sweep after its last step until Stop is clicked, so the click lands
+    while the curve is being read.\"\"\"
+
+    def on_attach(self, control):
+        self.control = control
+
+    def on_sweep_points(self, event):
+        if any(p[0] == 59 for p in event.points):
+            while not self.control.stop_requested:
+                time.sleep(0.05)
+
+
+held = LRFinderWidget(plan, num_iter=60, end_lr=1e-3, callbacks=[HoldAfterTheLastStep()])
+held
+"""
+
+
+@pytest.fixture(scope="module")
+def long_sweep_notebook(lab_root: Path) -> str:
+    name = "lr_finder_long_sweep.ipynb"
+    cell = {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None}
+    (lab_root / name).write_text(
+        json.dumps(
+            {
+                "cells": [{**cell, "source": LONG_SWEEP}, {**cell, "source": HELD_SWEEP}],
+                "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3"}},
+                "nbformat": 4,
+                "nbformat_minor": 5,
+            }
+        )
+    )
+    return name
+
+
+def test_stop_ends_a_long_sweep_and_the_widget_says_stopped(
+    new_lab, jupyter_server: JupyterServer, long_sweep_notebook: str
+):
+    lab = new_lab()
+    try:
+        lab.open_notebook(long_sweep_notebook)
+        lab.run_all()  # the cell returns at once: the sweep runs in a background thread
+        finder = finder_of(lab)
+        expect(finder.get_by_test_id("status")).to_have_text("running", timeout=RUN_TIMEOUT)
+        progress = finder.get_by_test_id("progress")
+        expect(progress).to_have_text(re.compile(r"^\d[\d,]* / 30,000 steps$"))
+        chart = finder.get_by_test_id("lr-chart")
+        # some of the curve is drawn: the sweep is well under way
+        lab.page.wait_for_function(
+            "(el) => Number(el.dataset.points) >= 50",
+            arg=chart.element_handle(),
+            timeout=RUN_TIMEOUT,
+        )
+        stop = finder.get_by_test_id("stop")
+        expect(stop).to_be_enabled()
+        stop.click()
+        # ended, and said so: not "Stopping…" forever
+        expect(finder.get_by_test_id("status")).to_have_text("stopped", timeout=30_000)
+        expect(stop).to_have_text("Stop")
+        expect(stop).to_be_disabled()
+        expect(finder.get_by_test_id("restart")).to_be_enabled()
+        expect(finder.get_by_test_id("reason")).to_have_text("stopped from the LR finder")
+        done = int(re.match(r"^([\d,]+) /", progress.text_content()).group(1).replace(",", ""))
+        assert 50 <= done < 30_000
+        # the suggestion of the curve so far is there
+        expect(chart).not_to_have_attribute("data-suggested", "")
+        # the kernel agrees
+        said = kernel_value(lab, "print(finder.status, len(finder.result.lrs))")
+        status, swept = said.split()
+        assert status == "stopped"
+        assert int(swept) == done
+
+        # Stop after the last step, while the curve is read: that phase ends too
+        held = lab.page.locator(".nnx-lr-finder").nth(1)
+        expect(held.get_by_test_id("progress")).to_have_text("60 / 60 steps", timeout=RUN_TIMEOUT)
+        expect(held.get_by_test_id("status")).to_have_text("running")
+        held.get_by_test_id("stop").click()
+        expect(held.get_by_test_id("status")).to_have_text("stopped", timeout=30_000)
+        expect(held.get_by_test_id("stop")).to_have_text("Stop")
+        expect(held.get_by_test_id("reason")).to_have_text(
+            "stopped from the LR finder while the curve was read: the valley rule was not computed"
+        )
+        expect(held.get_by_test_id("rules")).to_contain_text("valley no valley found")
+        assert lab.tracebacks() == []
+        assert "Unknown subshell_id" not in jupyter_server.log_tail(400)
+    finally:
+        jupyter_server.shutdown_kernels()

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from "vitest";
-import { AbstentionView, nearestStop, riskDomain } from "../../js/abstention/view.js";
+import { AbstentionView, boxWidth, fmtThreshold, nearestStop, riskDomain } from "../../js/abstention/view.js";
 import { byTestId, disposeView, fakeModel, manualClock, op, settle, snapshot, testHost } from "./helpers.js";
 
 const el = testHost();
@@ -167,6 +167,21 @@ describe("AbstentionExplorer view", () => {
     model.set("threshold", 0.93);
     expect(q("threshold").value).toBe("3");
     expect(q("threshold-value").value).toBe("0.93");
+  });
+
+  it("shows the kernel's threshold with its digits, in a box wide enough for them", async () => {
+    const model = explorerModel();
+    await shown(model);
+    model.set("threshold", 0.9927551746368408); // what the kernel holds
+    const box = q("threshold-value");
+    expect(box.value).toBe("0.992755"); // not "0.992": rounded, never cut
+    expect(box.style.width).toBe(boxWidth("0.992755"));
+    expect(parseFloat(box.style.width)).toBeGreaterThanOrEqual("0.992755".length + 3); // + the spinner
+    // six digits that would round onto 1 (every row declined) take the digits needed
+    expect(fmtThreshold(0.9999996)).toBe("0.9999996");
+    expect(fmtThreshold(1)).toBe("1");
+    expect(fmtThreshold(4.0000001e-9)).toBe("4e-9");
+    expect(fmtThreshold(0.5)).toBe("0.5");
   });
 
   it("sends the ceiling, the guarantee and the side as traits", async () => {

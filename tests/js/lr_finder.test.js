@@ -2,7 +2,8 @@
 // axis as the points arrive, the marks, the hover readout, picking by click and by drag,
 // typed rates, the buttons; and the chart options it relies on (dragPick, yRange).
 import { afterEach, describe, expect, it } from "vitest";
-import { LRFinderView, fmtLr, marksOf, yClamp } from "../../js/lr_finder/view.js";
+import { LRFinderView, fmtLr, marksOf, notFound, yClamp } from "../../js/lr_finder/view.js";
+import { labelsOverlap } from "../../js/shared/marker_labels.js";
 import { Chart } from "../../js/shared/chart.js";
 import { builtWidget, fakeModel, op, settle, snapshot, update } from "./helpers.js";
 
@@ -176,15 +177,36 @@ describe("LRFinderView", () => {
       `valley ${fmtLr(LRS[10])}`,
       `min ÷ 10 ${fmtLr(LRS[20] / 10)}`,
       `steepest ${fmtLr(LRS[15])}`,
-      "linear slope none",
+      "linear slope no slope found",
     ]);
     expect(rules[0].dataset.suggested).toBe("true");
     expect(rules[3].querySelector("button").disabled).toBe(true);
+    expect(rules[3].querySelector("button").title).toMatch(/warm-up/);
     // a rule's chip chooses its rate
     rules[2].querySelector("button").click();
     expect(model.get("chosen_lr")).toBe(LRS[15]);
     expect(model.saves).toBe(1);
     expect(q("chosen-lr").value).toBe(fmtLr(LRS[15]));
+  });
+
+  it("draws the suggestion's and the choice's labels apart when their rates are close", async () => {
+    const { model, view } = render();
+    await feed(model, N);
+    model.set("suggestions", { valley: LRS[10], min_div_10: LRS[20] / 10, steepest: null, linear_slope: null });
+    model.set("rule", "valley");
+    model.set("suggested_lr", LRS[10]);
+    model.set("chosen_lr", LRS[10] * 1.05); // a pick a few pixels right of the suggestion
+    await settle();
+    view.chart.plot.redraw(false, false);
+    const labels = view.chart.info.labels;
+    expect(labels.map((l) => l.label)).toEqual([`valley ${fmtLr(LRS[10])}`, `chosen ${fmtLr(LRS[10] * 1.05)}`]);
+    expect(labelsOverlap(labels[0], labels[1])).toBe(false);
+    // what was drawn: each label at its placed x, two separate boxes
+    const drawn = view.chart.plot.ctx.calls.filter((c) => c.op === "fillText" && labels.some((l) => l.label === c.args[0]));
+    const last = new Map(drawn.map((c) => [c.args[0], c.args.slice(1)]));
+    for (const l of labels) expect(last.get(l.label)[0]).toBe(l.x0);
+    expect(notFound("steepest")[0]).toBe("no slope found");
+    expect(notFound("min_div_10")[0]).toBe("none");
   });
 
   it("hover shows (LR, loss) of the point under the mouse", async () => {

@@ -7,6 +7,7 @@ import warnings
 from typing import Any
 
 from ..events import EpochEnded, TrainingControl
+from ..monitor_names import monitor_label
 from ..selection import MonitorSpec, MonitorState
 
 __all__ = ["MONITORS", "EarlyStopping"]
@@ -125,7 +126,7 @@ class EarlyStopping:
             self.stopped_epoch = event.epoch
             if self._control is not None:
                 self._control.finish_early(
-                    f"early stopping: no improvement of {self.selected or 'validation error'} "
+                    f"early stopping: no improvement of {monitor_label(self.selected)} "
                     f"for {self.patience} epochs"
                 )
 

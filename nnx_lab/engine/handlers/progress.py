@@ -37,6 +37,16 @@ class ProgressBar:
         self._bar.set_postfix(epoch=last.epoch, loss=loss, refresh=False)
 
     def on_run_finished(self, event: RunFinished) -> None:
+        bar = self._bar
+        if bar is not None and event.status == "finished" and bar.total and bar.n < bar.total:
+            # Ended early and complete (early stopping): a success. tqdm paints a bar
+            # closed short of its total red (it reads that as an error), so the total
+            # becomes the steps run, and the postfix says why it ended there.
+            bar.total = bar.n
+            notebook_bar = getattr(bar, "container", None)  # tqdm.notebook's widgets
+            if notebook_bar is not None:
+                notebook_bar.children[1].max = bar.n
+            bar.set_postfix_str(event.stop_reason or "finished early", refresh=False)
         self.on_detach()
 
     def on_detach(self) -> None:

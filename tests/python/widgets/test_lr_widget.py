@@ -77,6 +77,11 @@ def columns_sent(fe: FakeFrontend, kinds=("snapshot",), view=None):
     return out
 
 
+def three_digits(lr: float) -> float:
+    """What "Use this LR" writes: the rate to three significant digits."""
+    return float(f"{lr:.3g}")
+
+
 def close(*widgets):
     for w in widgets:
         w.close()
@@ -239,10 +244,10 @@ def test_use_this_lr_updates_the_plan_and_a_linked_builder(plan):
         w.set_state({"chosen_lr": float(F32(result.lrs[10]))})
         fe.widget._dispatch_frontend_msg(w, {"kind": "use"}, [])  # the button
         assert w.error == ""
-        assert w.plan.value(LR_PATH) == result.lrs[10]
+        assert w.plan.value(LR_PATH) == three_digits(result.lrs[10])
         assert plan.value(LR_PATH) == 0.001  # plans are immutable
         assert builder.plan.value(LR_PATH) == 0.001  # not linked yet
-        assert w.applied_lr == result.lrs[10]
+        assert w.applied_lr == three_digits(result.lrs[10])
 
         w.link(builder)
         assert w.linked
@@ -250,10 +255,11 @@ def test_use_this_lr_updates_the_plan_and_a_linked_builder(plan):
         assert w.plan_lr == 0.001  # the builder's rate, which Use would change
         w.chosen_lr = result.lrs[14]
         fe.widget._dispatch_frontend_msg(w, {"kind": "use"}, [])
-        assert builder.plan.value(LR_PATH) == result.lrs[14]
-        assert builder.values[LR_PATH] == result.lrs[14]  # the form's field shows it
-        assert w.plan.value(LR_PATH) == result.lrs[14]
-        assert w.plan_lr == result.lrs[14]
+        assert builder.plan.value(LR_PATH) == three_digits(result.lrs[14])
+        assert builder.values[LR_PATH] == three_digits(result.lrs[14])  # the form shows it
+        assert w.plan.value(LR_PATH) == three_digits(result.lrs[14])
+        assert w.plan_lr == three_digits(result.lrs[14])
+        assert w.chosen_lr == result.lrs[14]  # the pick itself keeps full precision
         assert "PlanBuilder" in w.applied_note
         # an edit in the builder is seen by the widget
         builder.set_value(LR_PATH, 0.05)
@@ -271,7 +277,7 @@ def test_a_builder_is_swept_and_linked_and_sweep_again_takes_its_edits(plan):
         assert w.linked
         lr = first.lrs[9]
         assert w.use_lr(lr) is builder.plan
-        assert builder.plan.value(LR_PATH) == lr
+        assert builder.plan.value(LR_PATH) == three_digits(lr)
         builder.set_value("net.hidden_dims", [4])
         w._dispatch_frontend_msg(w, {"kind": "restart"}, [])  # Sweep again
         second = w.wait(60)
@@ -297,7 +303,7 @@ def test_use_without_a_plan_says_what_to_do(plan):
         assert w.can_use
         w._dispatch_frontend_msg(w, {"kind": "use"}, [])
         assert w.error == ""
-        assert builder.plan.value(LR_PATH) == w.chosen_lr
+        assert builder.plan.value(LR_PATH) == three_digits(w.chosen_lr)
         builder.close()
     finally:
         close(w)
@@ -321,6 +327,25 @@ def test_a_rate_the_builder_refuses_is_shown(plan):
         w._dispatch_frontend_msg(w, {"kind": "use"}, [])
         assert "a test refusal" in w.error
         assert w.applied_lr is None
+    finally:
+        close(w, builder)
+
+
+def test_use_this_lr_writes_three_significant_digits_into_the_builder(plan):
+    builder = PlanBuilder(plan, run_id=False)
+    w = LRFinderWidget(builder, num_iter=10, start_lr=1e-4, end_lr=1.0, autostart=False)
+    fe = FakeFrontend(w)
+    try:
+        w.chosen_lr = 0.010476157527896641  # a pick on the curve, as the sweep found it
+        fe.widget._dispatch_frontend_msg(w, {"kind": "use"}, [])
+        assert w.error == ""
+        assert builder.values[LR_PATH] == 0.0105  # what the form's field shows
+        assert builder.plan.value(LR_PATH) == 0.0105
+        assert w.applied_lr == 0.0105
+        assert w.plan_lr == 0.0105
+        assert w.applied_note == f"{LR_PATH} = 0.0105 in the PlanBuilder"
+        assert w.chosen_lr == 0.010476157527896641
+        assert w.use_lr(2.3456e-4).value(LR_PATH) == 0.000235
     finally:
         close(w, builder)
 
@@ -382,6 +407,40 @@ def test_stop_mid_sweep_leaves_the_model_and_the_random_streams_untouched():
     statuses = [u["status"] for u in fe.updates if "status" in u]
     assert statuses[-2:] == ["stopping", "stopped"]
     _assert_same(before, _state(model, loader))
+
+
+class StopAfterTheSteps:
+    """Clicks Stop once the sweep's last step is reported: the click lands while the
+    curve is being read."""
+
+    def __init__(self, num_iter: int) -> None:
+        self.num_iter, self.click = num_iter, None
+
+    def on_sweep_points(self, event) -> None:
+        if any(p[0] == self.num_iter - 1 for p in event.points):
+            self.click()
+
+
+def test_stop_while_the_curve_is_read_ends_with_an_honest_stopped_state(plan):
+    clicker = StopAfterTheSteps(40)
+    w = LRFinderWidget(plan, num_iter=40, end_lr=1.0, callbacks=[clicker], autostart=False)
+    fe = FakeFrontend(w)
+    clicker.click = fe.click_stop
+    try:
+        w.start()
+        result = w.wait(60)
+    finally:
+        close(w)
+    assert len(result.lrs) == 40
+    assert w.status == "stopped" == result.status
+    assert not w.can_stop
+    assert w.reason == (
+        "stopped from the LR finder while the curve was read: the valley rule was not computed"
+    )
+    assert w.suggestions["valley"] is None
+    assert w.suggestions["min_div_10"] is not None
+    statuses = [u["status"] for u in fe.updates if "status" in u]
+    assert statuses[-2:] == ["stopping", "stopped"]  # never left at "stopping"
 
 
 # ---------------------------------------------------------------------------- reload

@@ -112,9 +112,9 @@ def test_an_invalid_value_never_reaches_the_plan(builder, base):
     edit(builder, LR, "abc")
     assert builder.plan is base  # the last valid state
     assert builder.plan.value(LR) == 0.001
+    # text is refused as not a number, with what to type (not in float32 terms)
     assert builder.errors == {
-        LR: "train.optim.max_lr='abc': pass a learning rate > 0 that float32 can hold "
-        "(<= 3.4e38), e.g. 1e-3"
+        LR: "train.optim.max_lr='abc': not a number; type a number > 0, e.g. 1e-3"
     }
     assert builder.drafts == {LR: "abc"}  # the typed text stays in the field
     assert fe.state["errors"] == builder.errors
@@ -130,6 +130,23 @@ def test_an_invalid_value_never_reaches_the_plan(builder, base):
     assert builder.errors == {}
     assert builder.drafts == {}
     assert fe.state["values"][LR] == 0.01
+
+
+@pytest.mark.parametrize(
+    ("path", "words"),
+    [
+        ("train.optim.max_lr", "not a number; type a number > 0, e.g. 1e-3"),
+        ("train.optim.weight_decay", "not a number; type a number >= 0, e.g. 1e-4"),
+        ("net.dropout_prob", "not a number; type a number in [0, 1), e.g. 0.1"),
+        ("train.n_epochs", "not a number; type a whole number >= 1"),
+        ("net.input_dim", "not a number; type a whole number >= 1"),
+    ],
+)
+def test_text_in_a_number_field_is_refused_as_not_a_number(builder, path, words):
+    edit(builder, path, "abc")
+    assert builder.errors[path] == f"{path}='abc': {words}"
+    assert "3.4e38" not in builder.errors[path]
+    assert "float32" not in builder.errors[path]
 
 
 def test_an_edit_that_would_make_another_field_invalid_is_refused(base):

@@ -1,186 +1,37 @@
-"""The LR finder (§2.9): a learning-rate sweep that leaves no trace.
-
-``lr_finder(net, train_loader, loss_fn=...)`` trains ``num_iter`` steps with the
-learning rate rising from ``start_lr`` to ``end_lr`` (exponentially, or linearly), with
-the engine's own training step (the optimizer the run would use, the precision policy,
-no run directory), and records the loss of each step and its bias-corrected exponential
-moving average. The sweep ends early when the smoothed loss rises past the best by a
-margin, or when a loss is not finite. Afterwards everything is as it was: the weights
-and buffers, each module's own train/eval mode, a given optimizer's state, the loaders'
-and samplers' generators, and Python's, NumPy's and torch's random streams, restored
-in ``try/finally`` through the engine's ``RngState`` (also when the sweep raises or is
-stopped).
-
-Several rules read the curve (slopes are taken against log10 of the learning rate):
-``"valley"`` (the default: the point two thirds of the way down the longest valley of
-the smoothed curve), ``"min_div_10"`` (the lowest smoothed loss's learning rate over
-ten), ``"steepest"`` (the steepest descent), and ``"linear_slope"`` (the steepest
-descent against the learning rate itself, for reference). Measured on a 20-class MLP,
-the last two pick rates that diverge or do not learn; the first two train well.
-"""
+"""The sweep itself: ``lr_finder`` (see the package) on the engine's training step,
+everything restored in ``try/finally``."""
 
 from __future__ import annotations
 
 import math
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 import torch
 
-from .engine.data import first_batch
-from .engine.enums import Optims
-from .engine.events import SweepFinished, SweepPoints, SweepStarted, TrainingControl
-from .engine.losses import LossFn
-from .engine.modes import preserved_modes
-from .engine.optim import build_optimizer, trainable_groups
-from .engine.params import NNOptimParams
-from .engine.precision import PrecisionPolicy, ResolvedPrecision, resolve_precision
-from .engine.sinks import EventBus
-from .engine.tasks import Task
-from .engine.train_step import TrainStep
-from .engine.training_state import preserved_rng
-from .engine.update import Updater
-from .errors import ConfigError, DataError
+from ..engine.data import first_batch
+from ..engine.enums import Optims
+from ..engine.events import SweepFinished, SweepPoints, SweepStarted, TrainingControl
+from ..engine.losses import LossFn
+from ..engine.modes import preserved_modes
+from ..engine.optim import build_optimizer, trainable_groups
+from ..engine.params import NNOptimParams
+from ..engine.precision import PrecisionPolicy, ResolvedPrecision, resolve_precision
+from ..engine.sinks import EventBus
+from ..engine.tasks import Task
+from ..engine.train_step import TrainStep
+from ..engine.training_state import preserved_rng
+from ..engine.update import Updater
+from ..errors import ConfigError, DataError
+from ._result import LRFinderResult
+from ._rules import RULES, SuggestionStopped, suggest
 
-__all__ = ["RULES", "LRFinderResult", "lr_finder", "suggest"]
+__all__ = ["check_sweep", "lr_finder"]
 
-RULES = ("valley", "min_div_10", "steepest", "linear_slope")
 MODES = ("exp", "linear")
 
 
-# -- reading the curve ---------------------------------------------------------------------
-def _valley(lrs: np.ndarray, losses: np.ndarray) -> float | None:
-    """The longest stretch over which the loss keeps going down (as a longest decreasing
-    subsequence), and the point two thirds of the way along it."""
-    n = len(losses)
-    if n < 3:
-        return None
-    length = np.ones(n, dtype=int)
-    start = np.arange(n)
-    for i in range(1, n):
-        for j in range(i):
-            if losses[j] > losses[i] and length[j] + 1 > length[i]:
-                length[i], start[i] = length[j] + 1, start[j]
-    end = int(np.argmax(length))
-    if length[end] < 3:
-        return None
-    begin = int(start[end])
-    return float(lrs[begin + (end - begin) * 2 // 3])
-
-
-def _steepest(x: np.ndarray, lrs: np.ndarray, losses: np.ndarray) -> float | None:
-    if len(losses) < 3:
-        return None
-    slopes = np.gradient(losses, x)
-    return float(lrs[int(np.argmin(slopes))])
-
-
-def suggest(lrs: Sequence[float], smoothed: Sequence[float]) -> dict[str, float | None]:
-    """Every rule's pick on a curve (finite points only); None where a rule finds none."""
-    lr = np.asarray(lrs, dtype=np.float64)
-    loss = np.asarray(smoothed, dtype=np.float64)
-    keep = np.isfinite(loss) & np.isfinite(lr) & (lr > 0)
-    lr, loss = lr[keep], loss[keep]
-    if len(loss) == 0:
-        return dict.fromkeys(RULES)
-    return {
-        "valley": _valley(lr, loss),
-        "min_div_10": float(lr[int(np.argmin(loss))] / 10.0),
-        "steepest": _steepest(np.log10(lr), lr, loss),
-        "linear_slope": _steepest(lr, lr, loss),
-    }
-
-
-# -- the result ------------------------------------------------------------------------------
-@dataclass
-class LRFinderResult:
-    """The sweep: its learning rates, raw and smoothed losses, and the suggestions."""
-
-    lrs: list[float]
-    losses: list[float]
-    smoothed: list[float]
-    suggested_lr: float | None
-    rule: str
-    suggestions: dict[str, float | None]
-    stopped_early: bool
-    reason: str | None  # why the sweep ended before num_iter (divergence, NaN, a stop)
-    num_iter: int  # asked for
-    cycled: bool  # the loader was shorter than num_iter and started over
-    mode: str = "exp"
-    seconds: float = 0.0
-    status: str = "finished"  # "finished" | "stopped"
-    _figure: Any = field(default=None, repr=False)
-
-    def to_frame(self) -> Any:
-        import pandas as pd
-
-        return pd.DataFrame({"lr": self.lrs, "loss": self.losses, "smoothed": self.smoothed})
-
-    @property
-    def figure(self) -> Any:
-        """A Plotly figure: loss against log learning rate, the suggestion marked (built
-        on first access; plotly is imported only then)."""
-        if self._figure is None:
-            self._figure = _figure(self)
-        return self._figure
-
-    def __repr__(self) -> str:
-        lr = "none" if self.suggested_lr is None else f"{self.suggested_lr:.3g}"
-        end = f", stopped early: {self.reason}" if self.stopped_early else ""
-        return (
-            f"LRFinderResult(suggested_lr={lr} by {self.rule!r}, {len(self.lrs)} of "
-            f"{self.num_iter} steps{end})"
-        )
-
-
-def _figure(result: LRFinderResult) -> Any:
-    import plotly.graph_objects as go
-
-    fig = go.Figure()
-    fig.add_trace(
-        go.Scatter(
-            x=result.lrs,
-            y=result.losses,
-            mode="lines",
-            name="loss",
-            line={"width": 1, "color": "#90a4ae"},
-        )
-    )
-    fig.add_trace(
-        go.Scatter(
-            x=result.lrs,
-            y=result.smoothed,
-            mode="lines",
-            name="smoothed loss",
-            line={"width": 2, "color": "#1976d2"},
-        )
-    )
-    for rule, lr in result.suggestions.items():
-        if lr is None:
-            continue
-        chosen = lr == result.suggested_lr and rule == result.rule
-        fig.add_vline(
-            x=lr,
-            line={
-                "dash": "solid" if chosen else "dot",
-                "width": 2 if chosen else 1,
-                "color": "#e65100" if chosen else "#bdbdbd",
-            },
-            annotation_text=f"{rule} {lr:.2g}" if chosen else None,
-        )
-    fig.update_layout(
-        xaxis={"type": "log", "title": "learning rate"},
-        yaxis={"title": "loss"},
-        title="LR finder",
-        template="plotly_white",
-    )
-    return fig
-
-
-# -- the sweep ---------------------------------------------------------------------------
 def _check(start_lr: Any, end_lr: Any, num_iter: Any, mode: str, rule: str) -> None:
     for name, value in (("start_lr", start_lr), ("end_lr", end_lr)):
         if (
@@ -329,7 +180,7 @@ def lr_finder(
 
 
 def _default_loss() -> Any:
-    from .engine.enums import Losses
+    from ..engine.enums import Losses
 
     return Losses.CROSS_ENTROPY
 
@@ -411,7 +262,18 @@ def _sweep(
         bus.emit(SweepPoints(tuple(pending)))
     used = lrs[: len(losses)]
     finite = [(lr, s) for lr, s in zip(used, smoothed, strict=True) if math.isfinite(s)]
-    suggestions = suggest([p[0] for p in finite], [p[1] for p in finite])
+    # A Stop that comes after the last step ends the reading of the curve too (a stop
+    # during the steps has already ended them: their curve is read in full).
+    watch = None if status == "stopped" else (lambda: control.stop_requested)
+    try:
+        suggestions = suggest([p[0] for p in finite], [p[1] for p in finite], stop=watch)
+    except SuggestionStopped as exc:
+        suggestions, status = exc.args[0], "stopped"
+        stopped = (
+            f"{control.stop_reason or 'stopped'} while the curve was read: "
+            "the valley rule was not computed"
+        )
+        reason = stopped if reason is None else f"{reason}; {stopped}"  # keep a divergence
     picked = suggestions.get(rule)
     if picked is None:  # the default rule found nothing on a short curve: say which did
         rule = next((r for r in RULES if suggestions.get(r) is not None), rule)
