@@ -66,6 +66,7 @@ class Losses(_NamedEnum):
 
 class Nets(_NamedEnum):
     FEED_FWD = "feed_fwd"
+    CONV = "conv"  # NNConvParams: a LeNet-style ConvNN on (N, C, H, W) images
 
 
 class Optims(_NamedEnum):

@@ -91,6 +91,16 @@ EXPECTED = {
     "provenance",
     "prediction_from_logits",
     "streaming_eval_step",
+    # issue 22: your own nn.Module (§2.14)
+    "BatchAdapter",
+    "KeywordInputs",
+    "MissingModelFactoryError",
+    "NNConvParams",
+    "ModelSpec",
+    "PositionalInputs",
+    "register_model_factory",
+    "registered_model_factories",
+    "unregister_model_factory",
 }
 
 
