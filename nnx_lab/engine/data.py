@@ -110,15 +110,17 @@ def _pair(batch: Any, field: str, where: str) -> tuple[Any, torch.Tensor]:
 
 
 def _check_features(X: torch.Tensor, field: str, shape: NetShape, where: str) -> None:
-    if shape.owner == "NNParams":  # the MLP's contract: 2-D rows of input_dim columns
-        n = shape.input_dim
+    if shape.check is not None:
+        shape.check(X, field, where)
+    if shape.tabular:  # the MLP's contract: 2-D rows of input_dim columns
+        n, owner = shape.input_dim, shape.owner
         if X.ndim != 2 or X.shape[-1] != n:
             raise DataError(
                 field,
                 f"{where}'s features have shape {tuple(X.shape)} but the network takes "
-                f"(rows, {n}) (NNParams.input_dim={n})",
+                f"(rows, {n}) ({owner}.input_dim={n})",
                 f"yield 2-D features with {n} columns, or set "
-                f"NNParams(input_dim={X.shape[-1] if X.ndim else '?'})",
+                f"{owner}(input_dim={X.shape[-1] if X.ndim else '?'})",
             )
     elif shape.sample_shape is not None and tuple(X.shape[1:]) != shape.sample_shape:
         want = ", ".join(map(str, shape.sample_shape))

@@ -201,14 +201,7 @@ class NNModel:
         return task_for(self._loss, self._output_dim(), y_sample, self._task_spec)
 
     def _output_dim(self) -> int:
-        if self._shape.output_dim is None:
-            raise ConfigError(
-                "model",
-                repr(self.params.net),
-                "its output width is read from a first batch: train, evaluate or predict "
-                "once (or call model.task(y) with a batch's targets after one)",
-            )
-        return self._shape.output_dim
+        return self._shape.known_output_dim(self.params.net)
 
     def _learn_outputs(self, source: Any, field: str) -> None:
         """An own module's output width, from one no-grad forward on the first batch

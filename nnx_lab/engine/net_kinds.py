@@ -10,14 +10,25 @@ from ..errors import ConfigError
 from .conv_params import NNConvParams
 from .enums import Nets
 from .model_params import NNParams
+from .moe_params import NNMoEParams
+from .transformer_params import NNTransformerParams, NNViTParams
 
 __all__ = ["NET_PARAMS", "check_net_params", "net_params_from_json"]
 
-NET_PARAMS: dict[Nets, type] = {Nets.FEED_FWD: NNParams, Nets.CONV: NNConvParams}
+NET_PARAMS: dict[Nets, type] = {
+    Nets.FEED_FWD: NNParams,
+    Nets.CONV: NNConvParams,
+    Nets.TRANSFORMER: NNTransformerParams,
+    Nets.VIT: NNViTParams,
+    Nets.FEED_FWD_MOE: NNMoEParams,
+}
 
 _EXAMPLES = {
     Nets.FEED_FWD: "NNParams(input_dim=..., output_dim=..., hidden_dims=[...])",
     Nets.CONV: "NNConvParams(output_dim=..., in_channels=1, image_size=28, conv_channels=[16, 32])",
+    Nets.TRANSFORMER: "NNTransformerParams(vocab_size=..., n_layers=2, d_model=64, n_heads=4)",
+    Nets.VIT: "NNViTParams(output_dim=..., image_size=28, patch_size=7, in_channels=1)",
+    Nets.FEED_FWD_MOE: "NNMoEParams(input_dim=..., output_dim=..., num_experts=4, top_k=2)",
 }
 
 

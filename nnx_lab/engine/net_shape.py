@@ -12,12 +12,13 @@ a tensor is refused there, naming what it returned.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
 
-from ..errors import DataError
+from ..errors import ConfigError, DataError
 from .adapters import Inputs, describe_output, forward
 from .evaluate import inference
 from .training_state import preserved_rng
@@ -36,6 +37,12 @@ class NetShape:
     output_dim: int | None
     float_inputs: bool = False
     owner: str = "the network"
+    check: Callable[[Any, str, str], None] | None = None  # the net's own input check
+
+    @property
+    def tabular(self) -> bool:
+        """Rows of ``input_dim`` float columns (the MLP's and the MoE's contract)."""
+        return self.float_inputs and self.sample_shape is not None and len(self.sample_shape) == 1
 
     @property
     def input_dim(self) -> int | None:
@@ -44,17 +51,30 @@ class NetShape:
     def with_output_dim(self, k: int) -> NetShape:
         return replace(self, output_dim=k)
 
+    def known_output_dim(self, net: Any) -> int:
+        if self.output_dim is None:
+            raise ConfigError(
+                "model",
+                repr(net),
+                "its output width is read from a first batch: train, evaluate or predict "
+                "once (or call model.task(y) with a batch's targets after one)",
+            )
+        return self.output_dim
+
 
 def shape_of(net_params: Any) -> NetShape:
     """The shape of ``NNParams`` (anything else with ``input_dim``/``output_dim``), or
     a ``NetShape`` as it is."""
     if isinstance(net_params, NetShape):
         return net_params
-    sample = getattr(net_params, "sample_shape", None)  # NNConvParams: (C, H, W)
+    owner = type(net_params).__name__
+    check = getattr(net_params, "check_inputs", None)  # NNTransformerParams: token ids
+    if callable(check):
+        return NetShape(None, int(net_params.output_dim), False, owner, check)
+    sample = getattr(net_params, "sample_shape", None)  # NNConvParams, NNViTParams: (C, H, W)
     if sample is not None:
-        owner = type(net_params).__name__
         return NetShape(tuple(sample), int(net_params.output_dim), True, owner)
-    return NetShape((int(net_params.input_dim),), int(net_params.output_dim), True, "NNParams")
+    return NetShape((int(net_params.input_dim),), int(net_params.output_dim), True, owner)
 
 
 def module_topology(module: torch.nn.Module) -> dict[str, Any]:

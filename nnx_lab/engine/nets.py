@@ -55,4 +55,16 @@ def build_net(kind: Nets, params: Any) -> nn.Module:
         from .nets_conv import ConvNN
 
         return ConvNN(params)
+    if kind is Nets.TRANSFORMER:
+        from .nets_transformer import TransformerNN
+
+        return TransformerNN(params)
+    if kind is Nets.VIT:
+        from .nets_transformer import ViTNN
+
+        return ViTNN(params)
+    if kind is Nets.FEED_FWD_MOE:
+        from .nets_moe import MoENN
+
+        return MoENN(params)
     raise NotImplementedError(f"net {kind!r} is not built by nnx_lab yet")

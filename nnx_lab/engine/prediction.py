@@ -63,7 +63,7 @@ def check_features(xb: Any, input_dim: Any) -> None:
         shape = input_dim
         if type(xb) is Inputs or shape.sample_shape is None:
             return
-        if shape.owner == "NNParams":
+        if shape.tabular:
             input_dim = shape.input_dim
         else:
             if tuple(xb.shape[1:]) != shape.sample_shape:
