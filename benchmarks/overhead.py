@@ -13,8 +13,14 @@ log line and mid-run checkpoint is inside it; this is the ratio the targets appl
 and BEST checkpoint, metadata); both parts are also printed in milliseconds, and the
 startup cost in a fresh process is measured separately (time to first optimizer step).
 
-    python benchmarks/overhead.py            # both cases, 5 repetitions each
+    python benchmarks/overhead.py            # every case
     python benchmarks/overhead.py --reps 3 --case small
+    python benchmarks/overhead.py --case cnn --case transformer --device cuda --precision bf16
+
+The "cnn" case trains ``Nets.CONV`` on synthetic 1x28x28 images (batch 128) and the
+"transformer" case a small ``Nets.TRANSFORMER`` on next-token batches with a custom loss;
+their raw loop trains the same module (built from the same params) by hand, so the ratio
+is the loop's cost alone (benchmarks/overhead_nets.py).
 
 Prints samples/s for each side and their ratio (nnx_lab / raw; 1.0 = no overhead),
 then import time and time to the first optimizer step against plain torch.
@@ -32,6 +38,9 @@ import tempfile
 import time
 
 os.environ.setdefault("NNX_TQDM_DISABLE", "1")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from overhead_nets import NET_CASES
 
 CASES = {
     # name: (input, hidden, output, samples, batch, epochs, target ratio)
@@ -120,25 +129,42 @@ def nnx_loop(case: str, loader, root: str) -> tuple[float, float, float, float]:
     )
 
 
-def run_case(case: str, reps: int) -> float:
-    loader = make_data(case)
+def run_case(case: str, reps: int, device: str = "cpu", precision: str | None = None) -> float:
+    if case in NET_CASES:
+        loader = NET_CASES[case].data()
+        target = NET_CASES[case].target
+
+        def raw_fn(loader):
+            return NET_CASES[case].raw(loader, device, precision)
+
+        def nnx_fn(loader, root):
+            return NET_CASES[case].nnx(loader, root, device, precision)
+    else:
+        loader, target = make_data(case), CASES[case][-1]
+
+        def raw_fn(loader):
+            return raw_loop(case, loader)
+
+        def nnx_fn(loader, root):
+            return nnx_loop(case, loader, root)
+
     raw, ours = [], []
     with tempfile.TemporaryDirectory() as root:
-        raw_loop(case, loader)  # warm-up: first-call costs (kernels, lazy imports) for both
-        nnx_loop(case, loader, root)
+        raw_fn(loader)  # warm-up: first-call costs (kernels, lazy imports) for both
+        nnx_fn(loader, root)
         for _ in range(reps):
-            raw.append(raw_loop(case, loader))
-            ours.append(nnx_loop(case, loader, root))
+            raw.append(raw_fn(loader))
+            ours.append(nnx_fn(loader, root))
     # Each pair ran back to back, so its ratio cancels slow drifts of the machine's speed;
     # best-of-N compares each side's fastest repetition (the least disturbed one).
     train = statistics.median(o[0] / r for r, o in zip(raw, ours, strict=True))
     call = statistics.median(o[1] / r for r, o in zip(raw, ours, strict=True))
     best_train = max(o[0] for o in ours) / max(raw)
     best_call = max(o[1] for o in ours) / max(raw)
-    target = CASES[case][-1]
     med = statistics.median
+    label = case if device == "cpu" else f"{case} ({device}, {precision or 'fp32'})"
     print(
-        f"{case:>5}: raw {med(raw):8.0f} samples/s | nnx_lab train {med(o[0] for o in ours):8.0f}"
+        f"{label:>5}: raw {med(raw):8.0f} samples/s | nnx_lab train {med(o[0] for o in ours):8.0f}"
         f" samples/s | training-phase ratio {train:.3f} median of {reps} pairs, "
         f"{best_train:.3f} best of {reps} (target >= {target}) "
         f"{'OK' if train >= target else 'BELOW'}"
@@ -227,7 +253,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=9)
     ap.add_argument("--threads", type=int, default=None, help="torch.set_num_threads(N)")
-    ap.add_argument("--case", choices=[*CASES, "all"], default="all")
+    ap.add_argument("--case", choices=[*CASES, *NET_CASES, "all"], action="append")
+    ap.add_argument("--device", default="cpu", help="cpu or cuda (the cnn/transformer cases)")
+    ap.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default=None)
     ap.add_argument("--no-startup", action="store_true", help="skip import/first-step timing")
     args = ap.parse_args()
     import torch
@@ -238,8 +266,11 @@ def main() -> None:
         f"torch {torch.__version__}, {torch.get_num_threads()} threads, python "
         f"{sys.version.split()[0]}"
     )
-    for case in CASES if args.case == "all" else [args.case]:
-        run_case(case, args.reps)
+    cases = args.case or ["all"]
+    for case in [*CASES, *NET_CASES] if "all" in cases else cases:
+        if case in CASES and args.device != "cpu":
+            continue  # the MLP cases are the CPU reference
+        run_case(case, args.reps, args.device, args.precision)
     if not args.no_startup:
         import_times()
         first_step()

@@ -25,6 +25,7 @@ __all__ = [
     "FieldError",
     "FileError",
     "LogDamagedError",
+    "MissingModelFactoryError",
     "NNxError",
     "PrecisionUnsupportedError",
     "PredictionValidationError",
@@ -97,6 +98,21 @@ class PredictionValidationError(FieldError, ValueError):
         self.field, self.problem, self.fix = field, problem, fix
         self.value = problem
         super().__init__(f"{field}: {problem}; {fix}")
+
+
+class MissingModelFactoryError(ConfigError, LookupError):
+    """A ``ModelSpec`` names a factory this process has not registered (§2.14);
+    ``registered`` lists the ``(id, version)`` pairs that are."""
+
+    def __init__(self, field: str, value: object, registered: list[tuple[str, int]]) -> None:
+        self.registered = list(registered)
+        listed = ", ".join(f"{i!r} v{v}" for i, v in self.registered) or "none"
+        super().__init__(
+            field,
+            value,
+            f"register it first: register_model_factory(id, version, factory) in code the "
+            f"process imports (registered now: {listed})",
+        )
 
 
 class PrecisionUnsupportedError(NNxError, RuntimeError):

@@ -12,6 +12,13 @@ bundled wine and digits data (``pip install "nnx-lab[examples]"``).
 
 Both are split 70 / 15 / 15 (seed 0) and standardized with statistics of the training
 rows only (``NNTabularDataset(standardize=True)``).
+
+The digits also come as images for convolutional networks (``Nets.CONV``): float32
+tensors shaped ``(N, 1, 8, 8)`` with pixels in [0, 1] (``digits_images()``), or
+upsampled bilinearly to ``(N, 1, 28, 28)`` (``size=28``, MNIST's size); loaders of a
+70 / 15 / 15 split (seed 0) with ``digits_image_loaders()`` and the plan factories
+``digits_image_train_loader`` / ``digits_image_val_loader`` (8x8) and their ``28``
+variants.
 """
 
 from __future__ import annotations
@@ -21,8 +28,15 @@ from typing import Any
 
 __all__ = [
     "DIGITS_DIMS",
+    "DIGITS_IMAGE_SHAPE",
     "WINE_DIMS",
     "digits_dataset",
+    "digits_image_loaders",
+    "digits_image_train_loader",
+    "digits_image_train_loader28",
+    "digits_image_val_loader",
+    "digits_image_val_loader28",
+    "digits_images",
     "digits_train_loader",
     "digits_val_loader",
     "wine_dataset",
@@ -32,6 +46,7 @@ __all__ = [
 
 WINE_DIMS = {"input_dim": 13, "output_dim": 3}
 DIGITS_DIMS = {"input_dim": 64, "output_dim": 10}
+DIGITS_IMAGE_SHAPE = (1, 8, 8)  # (channels, height, width); 10 classes
 
 
 @functools.cache
@@ -86,3 +101,68 @@ def digits_train_loader() -> Any:
 def digits_val_loader() -> Any:
     """The digits data's validation split, one batch."""
     return digits_dataset().val_loader
+
+
+def digits_images(size: int = 8) -> tuple[Any, Any]:
+    """``(X, y)``: the 1,797 digits as float32 images ``(N, 1, size, size)`` with pixels
+    in [0, 1] (``size`` 8, or larger: upsampled bilinearly), and their int64 classes."""
+    import torch
+
+    if not isinstance(size, int) or isinstance(size, bool) or size < 8:
+        from .errors import ConfigError
+
+        raise ConfigError("size", size, "pass 8 (the digits' own size) or a larger int, e.g. 28")
+    frame = _frame("digits")
+    pixels = frame.drop(columns="target").to_numpy(dtype="float32", copy=True) / 16.0
+    X = torch.from_numpy(pixels).reshape(-1, 1, 8, 8)
+    if size != 8:
+        X = torch.nn.functional.interpolate(X, size=(size, size), mode="bilinear")
+        X = X.clamp_(0.0, 1.0).contiguous()
+    y = torch.from_numpy(frame["target"].to_numpy(dtype="int64", copy=True))
+    return X, y
+
+
+def digits_image_loaders(
+    size: int = 8, batch_size: int = 32, seed: int = 0
+) -> tuple[Any, Any, Any]:
+    """``(train, val, test)`` loaders of the digit images: a 70 / 15 / 15 split drawn
+    with ``seed``, the training loader shuffled by a generator seeded with ``seed``,
+    validation and test as one batch each."""
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+
+    X, y = digits_images(size)
+    order = torch.randperm(len(y), generator=torch.Generator().manual_seed(seed))
+    n_train, n_val = int(0.7 * len(y)), int(0.15 * len(y))
+    parts = order[:n_train], order[n_train : n_train + n_val], order[n_train + n_val :]
+    train, val, test = (TensorDataset(X[i], y[i]) for i in parts)
+    return (
+        DataLoader(
+            train,
+            batch_size=batch_size,
+            shuffle=True,
+            generator=torch.Generator().manual_seed(seed),
+        ),
+        DataLoader(val, batch_size=len(val)),
+        DataLoader(test, batch_size=len(test)),
+    )
+
+
+def digits_image_train_loader() -> Any:
+    """A fresh training loader of 1x8x8 digit images (batches of 32, shuffled, seed 0)."""
+    return digits_image_loaders(8)[0]
+
+
+def digits_image_val_loader() -> Any:
+    """The 1x8x8 digit images' validation split, one batch."""
+    return digits_image_loaders(8)[1]
+
+
+def digits_image_train_loader28() -> Any:
+    """A fresh training loader of the digits upsampled to 1x28x28 (batches of 32)."""
+    return digits_image_loaders(28)[0]
+
+
+def digits_image_val_loader28() -> Any:
+    """The 1x28x28 digit images' validation split, one batch."""
+    return digits_image_loaders(28)[1]

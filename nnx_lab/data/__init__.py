@@ -1,10 +1,12 @@
-"""Data: tabular datasets, split manifests, train-only preprocessing, and the one
-metric registry (``MetricSpec``, ``StreamingMetrics``) shared by the engine and the tools.
+"""Data: tabular datasets, torchvision-style image datasets (``NNDataset``), split
+manifests, train-only preprocessing, and the one metric registry (``MetricSpec``,
+``StreamingMetrics``) shared by the engine and the tools.
 
 ``nnx_lab.data_splits`` and ``nnx_lab.preprocessing`` are the NNx module names for the
 split manifests and the standardizer; ``NNTabularDataset`` is exported from ``nnx_lab``.
 """
 
+from ._images import NNDataset
 from ._splits import SPLITS, STRATEGIES, SplitError, SplitManifest, plan_split
 from ._standardizer import Standardizer, StandardizerError
 from ._tabular import NNTabularDataset, resolve_batch_sizes
@@ -33,6 +35,7 @@ __all__ = [
     "MetricDef",
     "MetricSpec",
     "MetricsResult",
+    "NNDataset",
     "NNTabularDataset",
     "SplitError",
     "SplitManifest",

@@ -46,7 +46,8 @@ from ..runs import (
     state_problem,
 )
 from ._codec import join_state, split_state
-from .enums import Checkpoints, coerce_enum
+from .enums import Checkpoints, Nets, coerce_enum
+from .net_kinds import NET_PARAMS
 from .params import NNModelParams, NNParams
 from .run_handle import NNRun
 from .safetensors_io import encode as st_save
@@ -291,6 +292,18 @@ def _recipe(kind: Any, value: dict[str, Any], field: str, path: Path) -> Any:
         ) from None
 
 
+def _net_recipe(doc: Any, path: Path) -> Any:
+    """The built-in network's params (``NNParams``, ``NNConvParams``, by the record's
+    net); None for an own module (its recipe is the model params' ``net``: a ModelSpec,
+    or a wrapped module's record)."""
+    model = doc.model_params
+    if isinstance(model, dict) and isinstance(model.get("net"), dict):
+        return None
+    kind = model.get("net") if isinstance(model, dict) else None
+    cls = NET_PARAMS.get(next((n for n in Nets if n.value == kind), Nets.FEED_FWD), NNParams)
+    return _recipe(cls, doc.net_params, "net_params", path)
+
+
 def _check_recipe(run_dir: Path, run_id: str, sidecar: dict[str, Any], path: Path) -> None:
     """The network a sidecar would build must be the one its run recorded.
 
@@ -437,7 +450,7 @@ class NNCheckpoint:
             path=sidecar_path,
             epoch=doc.epoch,
             step=doc.step,
-            net_params=_recipe(NNParams, doc.net_params, "net_params", sidecar_path),
+            net_params=_net_recipe(doc, sidecar_path),
             model_params=_recipe(NNModelParams, doc.model_params, "model_params", sidecar_path),
             model_state={k[len(_MODEL) :]: v for k, v in tensors.items() if k.startswith(_MODEL)},
             sidecar=sidecar,

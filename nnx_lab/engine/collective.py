@@ -28,6 +28,7 @@ from typing import Any, Protocol, runtime_checkable
 import torch
 
 from ..errors import NNxError
+from .adapters import forward
 from .train_step import StepOutput, TrainStep
 
 __all__ = ["Collective", "DistributedTrainStep", "RankFailedError", "rank_failure"]
@@ -135,7 +136,7 @@ class DistributedTrainStep(TrainStep):
     def __call__(self, X: torch.Tensor, y: torch.Tensor, step_number: int = 0) -> StepOutput:
         self.updater.zero_grad()
         with self._autocast():
-            out = self.ddp_net(X)
+            out = forward(self.ddp_net, X)
             total = self._total(out, y)
         stats, work = self._start_exchange(total, self._weight(out, y))
         self.updater.backward(total)  # DDP averages: sum over ranks / world
@@ -156,7 +157,7 @@ class DistributedTrainStep(TrainStep):
             context = contextlib.nullcontext() if sync else self.ddp_net.no_sync()
             with context:
                 with self.precision.autocast():
-                    out = self.ddp_net(X)
+                    out = forward(self.ddp_net, X)
                     total = self._total(out, y)
                 # weights are known before the exchange: scale after it, unscale nothing
                 totals.append(total)

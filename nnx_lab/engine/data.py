@@ -26,8 +26,9 @@ from torch.utils.data import (
 from torch.utils.data._utils.collate import default_collate, default_convert
 
 from ..errors import DataError
+from .adapters import Inputs, unwrap_source
 from .fingerprint import callable_identity
-from .params import NNParams
+from .net_shape import NetShape, shape_of
 from .tasks import Task
 from .training_state import preserved_rng
 
@@ -93,7 +94,7 @@ def _describe(value: Any) -> str:
     return f"a {type(value).__name__}"
 
 
-def _pair(batch: Any, field: str, where: str) -> tuple[torch.Tensor, torch.Tensor]:
+def _pair(batch: Any, field: str, where: str) -> tuple[Any, torch.Tensor]:
     if not isinstance(batch, tuple | list) or len(batch) != 2:
         raise DataError(
             field,
@@ -101,69 +102,101 @@ def _pair(batch: Any, field: str, where: str) -> tuple[torch.Tensor, torch.Tenso
             "make the loader yield (features, targets) pairs, e.g. DataLoader(TensorDataset(X, y))",
         )
     X, y = batch
-    if not isinstance(X, torch.Tensor) or not isinstance(y, torch.Tensor):
+    if not isinstance(X, torch.Tensor | Inputs) or not isinstance(y, torch.Tensor):
         raise DataError(
             field, f"{where} is ({_describe(X)}, {_describe(y)})", "both X and y must be tensors"
         )
     return X, y
 
 
-def check_batch(batch: Any, field: str, net: NNParams, task: Task, where: str) -> None:
-    """Refuse a batch this model cannot train on, saying which and why."""
-    X, y = _pair(batch, field, where)
-    if X.ndim != 2 or X.shape[-1] != net.input_dim:
+def _check_features(X: torch.Tensor, field: str, shape: NetShape, where: str) -> None:
+    if shape.check is not None:
+        shape.check(X, field, where)
+    if shape.tabular:  # the MLP's contract: 2-D rows of input_dim columns
+        n, owner = shape.input_dim, shape.owner
+        if X.ndim != 2 or X.shape[-1] != n:
+            raise DataError(
+                field,
+                f"{where}'s features have shape {tuple(X.shape)} but the network takes "
+                f"(rows, {n}) ({owner}.input_dim={n})",
+                f"yield 2-D features with {n} columns, or set "
+                f"{owner}(input_dim={X.shape[-1] if X.ndim else '?'})",
+            )
+    elif shape.sample_shape is not None and tuple(X.shape[1:]) != shape.sample_shape:
+        want = ", ".join(map(str, shape.sample_shape))
         raise DataError(
             field,
-            f"{where}'s features have shape {tuple(X.shape)} but the network takes "
-            f"(rows, {net.input_dim}) (NNParams.input_dim={net.input_dim})",
-            f"yield 2-D features with {net.input_dim} columns, or set "
-            f"NNParams(input_dim={X.shape[-1] if X.ndim else '?'})",
+            f"{where}'s inputs have shape {tuple(X.shape)} but the network takes "
+            f"(rows, {want}) ({shape.owner})",
+            f"yield inputs of shape (rows, {want}), or change {shape.owner}",
         )
-    if X.dtype != torch.float32:
+    if shape.float_inputs and X.dtype != torch.float32:
         raise DataError(
             field,
             f"{where}'s features have dtype {X.dtype}, the network's weights float32",
             "pass float32 features, e.g. X.float() (precision policies are set on "
             "NNModelParams(precision=...), not by the data's dtype)",
         )
-    finite = torch.isfinite(X)
-    if not bool(finite.all()):
-        bad = int((~finite).sum())
-        raise DataError(
-            field,
-            f"{where}'s features hold {bad} NaN/inf values",
-            "clean or impute the features before training",
-        )
-    rows = X.shape[0]
+
+
+def check_batch(batch: Any, field: str, net: Any, task: Task, where: str) -> None:
+    """Refuse a batch this model cannot train on, saying which and why. ``net`` is the
+    network's ``NNParams`` or its ``NetShape``."""
+    shape = shape_of(net)
+    X, y = _pair(batch, field, where)
+    inputs = X.tensors() if isinstance(X, Inputs) else [X]
+    if not isinstance(X, Inputs):
+        _check_features(X, field, shape, where)
+    for t in inputs:
+        if not t.is_floating_point():
+            continue
+        finite = torch.isfinite(t)
+        if not bool(finite.all()):
+            bad = int((~finite).sum())
+            raise DataError(
+                field,
+                f"{where}'s features hold {bad} NaN/inf values",
+                "clean or impute the features before training",
+            )
+    rows = int(X.shape[0]) if len(X.shape) else 0
+    for t in inputs:
+        if t.ndim == 0 or t.shape[0] != rows:
+            raise DataError(
+                field,
+                f"{where}'s inputs have {rows} and {t.shape[0] if t.ndim else 0} rows",
+                "yield inputs with the same number of rows",
+            )
     if y.ndim == 0 or y.shape[0] != rows:
         raise DataError(
             field,
             f"{where} has {rows} feature rows but targets of shape {tuple(y.shape)}",
             "yield X and y with the same number of rows",
         )
+    if shape.output_dim is None:
+        return  # an own module before its first forward: the probe checks the rest
     if task.kind == "categorical":
-        _check_classes(y, field, net, task, where)
+        _check_classes(y, field, shape, task, where)
     elif task.masks_nan:
         _check_masked(y, field, task, where)
     elif y.is_floating_point() and not bool(torch.isfinite(y).all()):
         raise DataError(
             field, f"{where}'s targets hold NaN/inf values", "clean the targets before training"
         )
+    k = shape.output_dim
     if (
         task.kind in ("binary", "regression", "multilabel")
         and task.shaped
-        and y.numel() != rows * net.output_dim
+        and y.numel() != rows * k
     ):
         raise DataError(
             field,
-            f"{where}'s targets have shape {tuple(y.shape)}, the outputs "
-            f"({rows}, {net.output_dim})",
-            f"yield one target per output: shape ({rows}, {net.output_dim})"
-            + (f" or ({rows},)" if net.output_dim == 1 else ""),
+            f"{where}'s targets have shape {tuple(y.shape)}, the outputs ({rows}, {k})",
+            f"yield one target per output: shape ({rows}, {k})"
+            + (f" or ({rows},)" if k == 1 else ""),
         )
 
 
-def _check_classes(y: torch.Tensor, field: str, net: NNParams, task: Task, where: str) -> None:
+def _check_classes(y: torch.Tensor, field: str, net: NetShape, task: Task, where: str) -> None:
     if y.is_floating_point() or y.dtype == torch.bool or y.is_complex():
         raise DataError(
             field,
@@ -188,9 +221,15 @@ def _check_classes(y: torch.Tensor, field: str, net: NNParams, task: Task, where
             )
             raise DataError(
                 field,
-                f"{where}'s class targets span [{lo}, {hi}] but NNParams.output_dim is "
-                f"{net.output_dim}{ignored}",
-                f"use targets in [0, {net.output_dim}) or set NNParams(output_dim={hi + 1})",
+                f"{where}'s class targets span [{lo}, {hi}] but "
+                f"{'NNParams.output_dim is' if net.owner == 'NNParams' else 'the network has'}"
+                f" {net.output_dim}{'' if net.owner == 'NNParams' else ' outputs'}{ignored}",
+                f"use targets in [0, {net.output_dim}) or "
+                + (
+                    f"set NNParams(output_dim={hi + 1})"
+                    if net.owner == "NNParams"
+                    else f"give the network {hi + 1} outputs"
+                ),
             )
 
 
@@ -219,14 +258,12 @@ def _check_masked(y: torch.Tensor, field: str, task: Task, where: str) -> None:
             )
 
 
-def check_loader(loader: Any, field: str, net: NNParams, task: Task) -> None:
+def check_loader(loader: Any, field: str, net: Any, task: Task) -> None:
     """Refuse a loader whose first batch cannot train this model."""
     check_batch(first_batch(loader, field), field, net, task, "the first batch")
 
 
-def batch_problem(
-    batch: Any, field: str, net: NNParams, task: Task, where: str
-) -> DataError | None:
+def batch_problem(batch: Any, field: str, net: Any, task: Task, where: str) -> DataError | None:
     """Why ``batch`` cannot train this model, if a check can tell (after a failure)."""
     try:
         check_batch(batch, field, net, task, where)
@@ -328,7 +365,11 @@ def _loader_identity(loader: Any, with_content: bool) -> tuple[dict[str, Any], l
     if isinstance(loader, list | tuple):
         h = _new_digest()
         for batch in loader:
-            for part in batch:
+            # a dict batch (KeywordInputs) by its keys in order, then its tensors
+            parts = [batch[k] for k in sorted(batch)] if isinstance(batch, dict) else batch
+            if isinstance(batch, dict):
+                h.update(repr(sorted(batch)).encode())
+            for part in parts:
                 if isinstance(part, torch.Tensor):
                     tensor_digest(h, part)
                 else:
@@ -350,6 +391,7 @@ def data_identity(train_loader: Any, val_loader: Any, data_id: str | None) -> di
     a warning asks for ``data_id``: two different inputs must never share a run id.
     """
     with_content = data_id is None
+    train_loader, val_loader = unwrap_source(train_loader), unwrap_source(val_loader)
     identity: dict[str, Any] = {} if with_content else {"data_id": data_id}
     identity["train"], unknown = _loader_identity(train_loader, with_content)
     if val_loader is not None:
@@ -379,23 +421,28 @@ def check_inputs(X: Any) -> None:
     )
 
 
-def iter_inputs(X: Any, batch_size: int = 4096) -> Iterator[torch.Tensor]:
-    """Feature batches from a tensor, an array, an ``(X, y)`` tuple, or a loader."""
+def iter_inputs(X: Any, batch_size: int = 4096, *, cast: bool = True) -> Iterator[Any]:
+    """Feature batches from a tensor, an array, an ``(X, y)`` tuple, or a loader.
+    ``cast``: integer features become float32 (the MLP's inputs; an own module may take
+    token ids as they are)."""
+    if type(X) is Inputs:  # an adapted batch: it goes through whole
+        yield X
+        return
     if isinstance(X, np.ndarray):
         X = torch.from_numpy(X)
     if isinstance(X, torch.Tensor):
-        if not X.is_floating_point():
+        if cast and not X.is_floating_point():
             X = X.float()
         for start in range(0, X.shape[0], batch_size):
             yield X[start : start + batch_size]
         return
     if isinstance(X, tuple) and X and isinstance(X[0], torch.Tensor | np.ndarray):
-        yield from iter_inputs(X[0], batch_size)
+        yield from iter_inputs(X[0], batch_size, cast=cast)
         return
     if isinstance(X, Iterable):
         for batch in X:
             xb = batch[0] if isinstance(batch, tuple | list) else batch
-            yield from iter_inputs(xb, batch_size)
+            yield from iter_inputs(xb, batch_size, cast=cast)
         return
     raise DataError(
         "X",

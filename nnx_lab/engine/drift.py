@@ -90,7 +90,9 @@ def model_record(model: Any, *, now: bool) -> Record:
     target = None if held_loss is None else code_target(held_loss)[0]
     code = tuple(code_now(c, held=target) for c in fixed["code"])
     values = {
-        "net": model.net_params.to_json(),
+        "net": model.net_params.to_json()
+        if model.net_params is not None
+        else model.params.net.to_json(),
         "model": model.params.to_json(),
         "environment": environment_now(),
     }

@@ -66,6 +66,10 @@ class Losses(_NamedEnum):
 
 class Nets(_NamedEnum):
     FEED_FWD = "feed_fwd"
+    CONV = "conv"  # NNConvParams: a LeNet-style ConvNN on (N, C, H, W) images
+    TRANSFORMER = "transformer"  # NNTransformerParams: a decoder-only TransformerNN
+    VIT = "vit"  # NNViTParams: a vision transformer on (N, C, H, W) images
+    FEED_FWD_MOE = "feed_fwd_moe"  # NNMoEParams: mixture-of-experts layers
 
 
 class Optims(_NamedEnum):

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from ..data.metrics import MetricSpec
+from .adapters import forward
 from .edp import EDP, finalize
 from .losses import LossFn
 from .modes import preserved_modes
@@ -77,7 +78,7 @@ def evaluate(
     with inference(net, precision, "evaluate"):
         for X, y in loader:
             X, y = X.to(device, non_blocking=True), y.to(device, non_blocking=True)
-            out = net(X).float()
+            out = forward(net, X).float()
             loss_sum += loss.total(out, y).detach().to(torch.float64)
             rows += int(y.shape[0])
             elements += int(out.numel())

@@ -23,6 +23,7 @@ import torch
 
 from ..errors import ConfigError
 from ..runs import check_manifest, resolve_runs_root
+from .adapters import BatchAdapter, adapt_inputs, adapt_source
 from .checkpoint import NNCheckpoint
 from .data import check_inputs, check_loader, first_targets, tensor_digest
 from .drift import print_model_banner
@@ -32,7 +33,14 @@ from .evaluate import evaluate
 from .events import TrainingControl
 from .fingerprint import code_record
 from .losses import LossFn
-from .nets import build_net
+from .network_source import (
+    adapt_train_params,
+    build_network,
+    check_adapter,
+    current_params,
+    learn_output_dim,
+    net_json,
+)
 from .params import CustomLossRef, NNModelParams, NNParams, NNTrainParams
 from .precision import PrecisionPolicy, ResolvedPrecision, resolve_precision
 from .prediction import (
@@ -93,6 +101,11 @@ class NNModel:
 
     The network is built under ``init_seed`` in a forked RNG, so the same parameters give
     the same initial weights and the caller's random streams are left alone.
+
+    Your own module (§2.14): ``NNModelParams(net=ModelSpec(id, version, config))`` builds
+    a registered factory's network under the spec's seed; ``module=`` wraps an instance
+    as it is (``model.net is module``; runtime-only). ``batch_adapter`` says how batches
+    reach its ``forward`` (``PositionalInputs``, ``KeywordInputs``); see docs/models.md.
     """
 
     def __init__(
@@ -101,29 +114,23 @@ class NNModel:
         params: NNModelParams | None = None,
         *,
         init_seed: int = 0,
+        module: torch.nn.Module | None = None,
+        batch_adapter: BatchAdapter | None = None,
     ) -> None:
         if params is None:
             params = NNModelParams()
         if not isinstance(params, NNModelParams):
             raise ConfigError("params", params, "pass an NNModelParams(...)")
-        if not isinstance(net_params, NNParams):
-            raise ConfigError(
-                "net_params",
-                net_params,
-                "pass NNParams(input_dim=..., output_dim=..., hidden_dims=[...])",
-            )
         _refuse_loss_ref(params.loss)
-        if params.task is not None:
-            params.task.check(params.loss, net_params.output_dim)
-        self.net_params = net_params
-        self.params = params
+        self.batch_adapter = check_adapter(batch_adapter)
         self.device = _device(params.device)
+        built = build_network(net_params, params, module, init_seed, self.device)
+        self.net_params = net_params
+        self.params = params = built.params
+        self.net, self._shape = built.net, built.shape
         self.precision: ResolvedPrecision = resolve_precision(
             params.precision, params.mixed_precision, self.device.type
         )
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(init_seed)
-            self.net = build_net(params.net, net_params).to(self.device)
         self._task_spec = params.task  # the declared task the loss was built for
         self._loss = LossFn(params.loss, params.task)
         self._task: Task | None = None  # the task of the last train() (a custom loss's)
@@ -137,7 +144,7 @@ class NNModel:
     def _fix_record(self) -> dict[str, Any]:
         code = [] if self._loss.kind is not None else [code_record(self._loss.custom, "model.loss")]
         return {
-            "net": self._built_net_params.to_json(),
+            "net": net_json(self._built_net_params, self._built_params),
             "model": self.trained_params().to_json(),
             "code": code,
         }
@@ -150,10 +157,16 @@ class NNModel:
         loss = self._loss.kind if self._loss.kind is not None else self._loss.custom
         task = self._task_spec
         if p.net is built.net and p.device is built.device and p.loss is loss and p.task == task:
-            return p
-        return p.replace(net=built.net, device=built.device, loss=loss, task=task)
+            return current_params(self.net, p)
+        p = p.replace(net=built.net, device=built.device, loss=loss, task=task)
+        return current_params(self.net, p)
 
     def __repr__(self) -> str:
+        if not isinstance(self.net_params, NNParams):
+            return (
+                f"NNModel(net={self.params.net!r}, loss={self._loss.name}, "
+                f"device={self.device}, precision={self.precision.effective})"
+            )
         return (
             f"NNModel(net={self.params.net.name}, dims={self.net_params.input_dim}->"
             f"{list(self.net_params.hidden_dims)}->{self.net_params.output_dim}, "
@@ -185,7 +198,19 @@ class NNModel:
         its targets' dtype)."""
         if self._loss.kind is None and y_sample is None and self._task is not None:
             return self._task
-        return task_for(self._loss, self.net_params.output_dim, y_sample, self._task_spec)
+        return task_for(self._loss, self._output_dim(), y_sample, self._task_spec)
+
+    def _output_dim(self) -> int:
+        return self._shape.known_output_dim(self.params.net)
+
+    def _learn_outputs(self, source: Any, field: str) -> None:
+        """An own module's output width, from one no-grad forward on the first batch
+        (once; the built-in MLP's is known from NNParams)."""
+        if self._shape.output_dim is not None:
+            return
+        self._shape = learn_output_dim(
+            self.net, self._shape, source, field, self.device, self._task_spec, self.params.loss
+        )
 
     @property
     def fixed(self) -> dict[str, Any]:
@@ -222,6 +247,7 @@ class NNModel:
         The run trains, and records, what this model was built with: if ``net_params``
         or ``params`` were reassigned since, a drift banner says so first.
         """
+        params = adapt_train_params(params, self.batch_adapter)
         callbacks, components = check_train_args(
             params, callbacks, components, distributed, eval_step_fn
         )
@@ -247,7 +273,7 @@ class NNModel:
             control or TrainingControl(),
             distributed,
             eval_step_fn,
-            net_params=self._built_net_params,
+            net_params=self._shape,
         )
         self.precision, self._task = pre.precision, pre.task
         outcome = loop.run()
@@ -263,7 +289,9 @@ class NNModel:
         """The checks and the run's identity, with no side effect: what ``train`` knows
         before it touches the runs root (``nnx_lab.launch`` calls it for rank 0 of a run
         it has not started, to refuse before any process exists)."""
-        net_params, model_params = self._built_net_params, self.trained_params()
+        params = adapt_train_params(params, self.batch_adapter)
+        self._learn_outputs(params.train_loader, "NNTrainParams.train_loader")
+        net_params, model_params = self._shape, self.trained_params()
         # The policy is resolved afresh: the device's abilities may differ from build time.
         precision = resolve_precision(
             model_params.precision, model_params.mixed_precision, self.device.type
@@ -290,9 +318,10 @@ class NNModel:
             params,
             distributed,
             eval_step_fn,
-            net_params=self._built_net_params,
+            net_params=net_json(self._built_net_params, self._built_params),
             model_params=self.trained_params(),
             weights_digest=self.weights_digest,
+            dropout=getattr(self._built_net_params, "dropout_prob", None),
         )
 
     def expected_run_id(self, params: NNTrainParams) -> str:
@@ -324,9 +353,11 @@ class NNModel:
         adds registry metrics there too, and ``extra_metrics`` callables are called once
         on the aggregate predictions (``EDP.extra``), as in training (§2.6)."""
         checked = NNTrainParams(metrics=metrics, extra_metrics=extra_metrics)  # same checks
+        loader = adapt_source(loader, self.batch_adapter)
+        self._learn_outputs(loader, "loader")
         task = self._task_for_loader(loader, "loader")
         check_declared(checked.metrics, task, "metrics")
-        check_loader(loader, "loader", self.net_params, task)
+        check_loader(loader, "loader", self._shape, task)
         return evaluate(
             self.net,
             loader,
@@ -344,13 +375,14 @@ class NNModel:
             X,
             device=self.device,
             precision=self.precision,
-            input_dim=self.net_params.input_dim,
-            output_dim=self.net_params.output_dim,
+            input_dim=self._shape,
+            output_dim=self._output_dim(),
             surface=surface,
         )
 
     def predict(self, X: Any) -> Prediction:
         """Raw float32 logits and decoded classes for a tensor, array, tuple or loader."""
+        X = self._prediction_inputs(X)
         logits = self._logits(X, "predict")
         return Prediction(logits=logits, classes=self.task().decode(logits))
 
@@ -363,7 +395,8 @@ class NNModel:
         shuffling loader warns).
         """
         derived = spec is None
-        spec = probability_spec(spec, self.params.task, self.net_params.output_dim)
+        X = self._prediction_inputs(X)
+        spec = probability_spec(spec, self.params.task, self._output_dim())
         warn_positions(X, stacklevel=2)
         logits = self._logits(X, "predict_proba")
         return probabilities(logits, spec, self.task(), self._task_spec, derived)
@@ -385,11 +418,10 @@ class NNModel:
                 "spec", spec, "a spec applies to rich=True streams; pass rich=True with it"
             )
         check_inputs(loader)  # refused now, not at the first batch
+        loader = self._prediction_inputs(loader)
         task = self.task()
         if rich:
-            make = rich_batch(
-                probability_spec(spec, self.params.task, self.net_params.output_dim), task
-            )
+            make = rich_batch(probability_spec(spec, self.params.task, self._output_dim()), task)
         else:
             make = plain_batch(task)
         warn_positions(loader, stacklevel=2)
@@ -398,10 +430,17 @@ class NNModel:
             self.net,
             device=self.device,
             precision=self.precision,
-            input_dim=self.net_params.input_dim,
+            input_dim=self._shape,
             surface="predict_proba" if rich else "predict",
         )
         return PredictionStream(logits_of, loader, make)
+
+    def _prediction_inputs(self, X: Any) -> Any:
+        X = adapt_inputs(X, self.batch_adapter)
+        if self._shape.output_dim is None:
+            check_inputs(X)
+            self._learn_outputs(X, "X")
+        return X
 
     # -- reloading -------------------------------------------------------------------------
     @classmethod
@@ -412,10 +451,16 @@ class NNModel:
         precision: PrecisionPolicy | str | None = None,
         *,
         loss: Any = None,
+        module: torch.nn.Module | None = None,
+        batch_adapter: BatchAdapter | None = None,
     ) -> NNModel:
         """Rebuild the model from a checkpoint; the policy is resolved on the new device.
 
-        ``loss`` passes a custom loss again (it is recorded, not saved as code).
+        ``loss`` passes a custom loss again (it is recorded, not saved as code). A
+        ``ModelSpec``'s network is rebuilt through the registry (an unregistered id
+        raises ``MissingModelFactoryError``); a wrapped module's weights load only into
+        the ``module`` passed again. Missing, unexpected or reshaped keys are refused
+        before any weight is copied.
         """
         if not isinstance(checkpoint, NNCheckpoint):
             raise ConfigError(
@@ -434,7 +479,12 @@ class NNModel:
             changes["loss"] = loss
         if changes:
             mp = mp.replace(**changes)
-        model = cls(net_params=checkpoint.net_params, params=mp)
+        model = cls(
+            net_params=checkpoint.net_params,
+            params=mp,
+            module=module,
+            batch_adapter=batch_adapter,
+        )
         checkpoint.check_fits(model.net)  # a lying header is refused, naming the tensor
         model.net.load_state_dict(checkpoint.model_state)
         return model

@@ -13,6 +13,7 @@ from ..errors import ConfigError
 from .enums import Activations, Devices, Losses, Nets, coerce_enum
 from .params_base import Params, finite, is_int, positive_int, set_field
 from .precision import PrecisionPolicy, normalize_policy
+from .registry import own_net
 from .task_spec import TaskSpec
 
 __all__ = ["CustomLossRef", "NNModelParams", "NNParams"]
@@ -85,7 +86,7 @@ class NNModelParams(Params):
     (§2.10). A custom loss enters the run id through its type, code and settings.
     """
 
-    net: Nets = Nets.FEED_FWD
+    net: Nets = Nets.FEED_FWD  # or a ModelSpec (§2.14): a registered factory's network
     device: Devices = Devices.CPU
     loss: Any = Losses.CROSS_ENTROPY
     precision: Any = None  # a PrecisionPolicy; None means fp32
@@ -93,7 +94,9 @@ class NNModelParams(Params):
     task: TaskSpec | None = None  # §2.5; None: the loss's legacy classification behaviour
 
     def __post_init__(self) -> None:
-        set_field(self, "net", coerce_enum(Nets, self.net, "NNModelParams.net"))
+        set_field(
+            self, "net", own_net(self.net) or coerce_enum(Nets, self.net, "NNModelParams.net")
+        )
         set_field(self, "device", coerce_enum(Devices, self.device, "NNModelParams.device"))
         if isinstance(self.loss, str) or not (
             callable(self.loss) or isinstance(self.loss, CustomLossRef)

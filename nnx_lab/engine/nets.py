@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import itertools
+from typing import Any
 
 from torch import nn
 
 from .enums import Activations, Nets
 from .params import NNParams
 
-__all__ = ["FeedFwdNN", "build_net"]
+__all__ = ["FeedFwdNN", "activation_module", "build_net"]
 
 _ACTIVATIONS: dict[Activations, type[nn.Module]] = {
     Activations.RELU: nn.ReLU,
@@ -20,6 +21,10 @@ _ACTIVATIONS: dict[Activations, type[nn.Module]] = {
     Activations.SILU: nn.SiLU,
     Activations.ELU: nn.ELU,
 }
+
+
+def activation_module(kind: Activations) -> nn.Module:
+    return _ACTIVATIONS[kind]()
 
 
 class FeedFwdNN(nn.Module):
@@ -41,7 +46,25 @@ class FeedFwdNN(nn.Module):
         return self.layers(x)
 
 
-def build_net(kind: Nets, params: NNParams) -> nn.Module:
+def build_net(kind: Nets, params: Any) -> nn.Module:
+    """The built-in network ``kind`` of ``params`` (checked to be its params class by
+    ``net_kinds.check_net_params``)."""
     if kind is Nets.FEED_FWD:
         return FeedFwdNN(params)
+    if kind is Nets.CONV:
+        from .nets_conv import ConvNN
+
+        return ConvNN(params)
+    if kind is Nets.TRANSFORMER:
+        from .nets_transformer import TransformerNN
+
+        return TransformerNN(params)
+    if kind is Nets.VIT:
+        from .nets_transformer import ViTNN
+
+        return ViTNN(params)
+    if kind is Nets.FEED_FWD_MOE:
+        from .nets_moe import MoENN
+
+        return MoENN(params)
     raise NotImplementedError(f"net {kind!r} is not built by nnx_lab yet")

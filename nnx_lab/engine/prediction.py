@@ -19,8 +19,10 @@ import numpy as np
 import torch
 
 from ..errors import ConfigError, PredictionValidationError
+from .adapters import Inputs, forward
 from .data import check_inputs, iter_inputs, shuffles
 from .evaluate import inference
+from .net_shape import NetShape
 from .precision import ResolvedPrecision
 from .probabilities import PredictionResult, ProbabilitySpec, prediction_from_logits
 from .task_spec import TaskSpec
@@ -54,7 +56,24 @@ class Prediction:
         return iter((self.logits, self.classes))
 
 
-def check_features(xb: torch.Tensor, input_dim: int) -> None:
+def check_features(xb: Any, input_dim: Any) -> None:
+    """Refuse a batch the network cannot take: ``input_dim`` is the MLP's width (an
+    int) or an own network's ``NetShape`` (its row shape, when it has one)."""
+    if isinstance(input_dim, NetShape):
+        shape = input_dim
+        if type(xb) is Inputs or shape.sample_shape is None:
+            return
+        if shape.tabular:
+            input_dim = shape.input_dim
+        else:
+            if tuple(xb.shape[1:]) != shape.sample_shape:
+                raise ConfigError(
+                    "X",
+                    f"a batch of shape {tuple(xb.shape)}",
+                    f"inputs must have shape (rows, {', '.join(map(str, shape.sample_shape))}) "
+                    f"({shape.owner})",
+                )
+            return
     if xb.ndim < 2 or xb.shape[-1] != input_dim:
         raise ConfigError(
             "X",
@@ -69,7 +88,7 @@ def predict_logits(
     *,
     device: torch.device,
     precision: ResolvedPrecision,
-    input_dim: int,
+    input_dim: Any,
     output_dim: int,
     surface: str,
 ) -> torch.Tensor:
@@ -77,10 +96,11 @@ def predict_logits(
     host, under one inference context."""
     check_inputs(X)
     outs = []
+    cast = not isinstance(input_dim, NetShape) or input_dim.float_inputs
     with inference(net, precision, surface):
-        for xb in iter_inputs(X):
+        for xb in iter_inputs(X, cast=cast):
             check_features(xb, input_dim)
-            outs.append(net(xb.to(device)).float())
+            outs.append(forward(net, xb.to(device)).float())
     if not outs:
         return torch.empty(0, output_dim)
     return torch.cat(outs).cpu()
@@ -92,7 +112,7 @@ def batch_logits(
     *,
     device: torch.device,
     precision: ResolvedPrecision,
-    input_dim: int,
+    input_dim: Any,
     surface: str,
 ) -> torch.Tensor:
     """One batch's float32 logits on the host. The inference context is entered per
@@ -100,7 +120,7 @@ def batch_logits(
     between batches."""
     check_features(xb, input_dim)
     with inference(net, precision, surface):
-        return net(xb.to(device)).float().cpu()
+        return forward(net, xb.to(device)).float().cpu()
 
 
 def probability_spec(

@@ -153,7 +153,7 @@ def plan_resume(
             "pass runs_root= where that run was written"
         )
     ckpt = NNCheckpoint.load(source_id, params.resume_from_checkpoint, root)
-    if ckpt.net_params != model.net_params:
+    if ckpt.net_params != model.net_params or ckpt.model_params.net != model.trained_params().net:
         raise ResumeError(
             f"resume network mismatch: run {source_id} was trained with {ckpt.net_params}, "
             f"this model has {model.net_params}; build the model with the source's NNParams"

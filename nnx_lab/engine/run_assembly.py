@@ -37,8 +37,9 @@ from .handlers import (
 from .handlers.run_directory import RunEndRecord, write_end_record
 from .loop import RunInfo, TrainingLoop
 from .optim import build_optimizer, build_scheduler, trainable_groups
-from .params import NNModelParams, NNParams, NNTrainParams
+from .params import NNModelParams, NNTrainParams
 from .precision import ResolvedPrecision
+from .registry import RuntimeModuleRef
 from .reservation import existing_run_error, inspect_existing, reserve_run_dir
 from .resume import ResumePlan
 from .run_handle import NNRun, environment_metadata
@@ -80,21 +81,28 @@ def run_config(
     distributed: Any,
     eval_step_fn: Any,
     *,
-    net_params: NNParams,
+    net_params: Any,
     model_params: NNModelParams,
     weights_digest: Callable[[], str],
+    dropout: float | None = None,
 ) -> dict[str, Any]:
     """The ``run.yaml`` of a run of these params; ``weights_digest()`` gives the initial
-    weights' digest (not asked for a resumed run, whose weights come from its source)."""
+    weights' digest (not asked for a resumed run, whose weights come from its source,
+    nor for a wrapped module, identified by its topology). ``net_params`` is the net's
+    JSON; ``dropout`` the MLP's (None: an own module, which may hold dropout)."""
+    runtime = isinstance(model_params.net, RuntimeModuleRef)
+    initial = None if params.resume_from_run_id is not None or runtime else weights_digest()
     config = {
         "format": FORMAT_VERSION,
-        "net": net_params.to_json(),
+        "net": net_params.to_json() if hasattr(net_params, "to_json") else net_params,
         "model": model_params.to_json(),
         "train": params.identity(),
         "data": data_identity(params.train_loader, params.val_loader, params.data_id),
-        "initial_weights": None if params.resume_from_run_id is not None else weights_digest(),
+        "initial_weights": initial,
     }
-    if distributed is not None and net_params.dropout_prob > 0:
+    if dropout is None:
+        dropout = getattr(net_params, "dropout_prob", 1.0)  # unknown: as if it had some
+    if distributed is not None and dropout > 0:
         # Each rank draws its own dropout masks: the result depends on the world size.
         config["distributed"] = {"world_size": distributed.world_size}
     if eval_step_fn is not None:  # absent by default: existing run ids stay as they were
@@ -210,7 +218,7 @@ def assemble_loop(
     distributed: Any = None,
     eval_step_fn: Callable[..., EDP] | None = None,
     *,
-    net_params: NNParams,
+    net_params: Any,
 ) -> TrainingLoop:
     """The loop and its handlers (a non-writing rank gets only the run's history and
     the callbacks), with the resumed state applied. ``net_params`` are the ones the
@@ -253,7 +261,7 @@ def _assemble(
     control: TrainingControl,
     distributed: Any,
     eval_step_fn: Callable[..., EDP] | None,
-    net_params: NNParams,
+    net_params: Any,
 ) -> TrainingLoop:
     precision, task, resume = pre.precision, pre.task, pre.resume
     for obj in (*callbacks, *components):

@@ -30,9 +30,10 @@ from ..runs import (
     run_id_for,
 )
 from .edp import EDP
-from .enums import RunStatus
+from .enums import Nets, RunStatus
 from .events import EpochEnded, Event, RunFinished, StepMetrics, StepRecord
-from .params import NNModelParams, NNParams
+from .net_kinds import net_params_from_json
+from .params import NNModelParams
 from .precision import ResolvedPrecision
 from .selection import MonitorRecord
 
@@ -130,7 +131,11 @@ class NNRun:
 
     @property
     def net_params(self) -> Any:
-        return NNParams.from_json(self.config["net"])
+        net, kind = self.config["net"], self.config.get("model", {}).get("net")
+        if isinstance(kind, dict):
+            return None  # an own module: its recipe is model_params.net
+        member = next((n for n in Nets if n.value == kind), Nets.FEED_FWD)
+        return net_params_from_json(member, net)
 
     @property
     def model_params(self) -> Any:

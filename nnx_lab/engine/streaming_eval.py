@@ -15,6 +15,7 @@ import torch
 
 from ..data.metrics import MetricSpec
 from ..data.streaming import StreamingMetrics
+from .adapters import forward
 from .edp import EDP
 from .evaluate import inference
 from .losses import LossFn
@@ -78,7 +79,7 @@ def streaming_eval_step(
     with inference(net, precision, "evaluate"):
         for X, y in loader:
             X, y = X.to(device, non_blocking=True), y.to(device, non_blocking=True)
-            out = net(X).float()
+            out = forward(net, X).float()
             loss_sum += loss.total(out, y).detach().to(torch.float64)
             rows += int(y.shape[0])
             elements += int(out.numel())

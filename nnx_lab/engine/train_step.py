@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 
+from .adapters import forward
 from .losses import LossFn
 from .precision import ResolvedPrecision
 from .tasks import Task
@@ -61,7 +62,7 @@ class TrainStep:
     def __call__(self, X: torch.Tensor, y: torch.Tensor, step_number: int = 0) -> StepOutput:
         self.updater.zero_grad()
         with self._autocast():
-            out = self.net(X)
+            out = forward(self.net, X)
             loss = self.loss(out, y)
         self.updater.backward(loss)
         self.updater.step(step_number=step_number)
@@ -86,7 +87,7 @@ class TrainStep:
         preds, outs = [], []
         for X, y in window:
             with self.precision.autocast():
-                out = net(X)
+                out = forward(net, X)
                 part = loss_fn.total(out, y) if by_target else loss_fn(out, y) * y.shape[0]
             self.updater.backward(part)
             loss_sum = loss_sum + part.detach().float()

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+from ..engine.enums import Nets
 from ..engine.params import CustomLossRef, NNModelParams, NNTrainParams
 from ..engine.precision import device_can_run
 from ..runs import is_run_id, resolve_runs_root, run_dir
@@ -50,6 +51,8 @@ def plan_problems(
                 "again: plan.with_loss(YourLoss())",
             )
         )
+    if "model.net" not in flagged:
+        problems += _net_problems(getattr(resolved.model, "net", None))
     if not flagged & {"model.device", "model.precision", "model.mixed_precision"}:
         problems += _device_problems(resolved.model)
     if has_references(values, data, callbacks):
@@ -140,6 +143,23 @@ def _callback_problems(callbacks: tuple[Source, ...]) -> list[Problem]:
         except TypeError as exc:
             problems.append(Problem(f"callbacks[{i}]", cb.obj, str(exc).split(": ", 1)[-1]))
     return problems
+
+
+def _net_problems(net: Any) -> list[Problem]:
+    """A plan builds ``Nets.FEED_FWD`` from its ``net`` fields; the other networks and
+    a registered factory's ``ModelSpec`` train through ``NNModel`` for now (issue 22)."""
+    if net is None or net is Nets.FEED_FWD:
+        return []
+    shown = net.value if isinstance(net, Nets) else repr(net)
+    what = "a ModelSpec" if not isinstance(net, Nets) else f"Nets.{net.name}"
+    return [
+        Problem(
+            "model.net",
+            shown,
+            f"plans build Nets.FEED_FWD from NNParams; {what} is not built by a plan yet: "
+            "train it with NNModel directly (see docs/models.md)",
+        )
+    ]
 
 
 def _device_problems(model: NNModelParams) -> list[Problem]:

@@ -1,6 +1,6 @@
 """nnx-lab's JupyterLab widgets (anywidget): the live TrainingMonitor, the PlanBuilder
 form, the DriftReport table, the LRFinderWidget sweep, the CalibrationExplorer and
-AbstentionExplorer, the DatasetSummary table, and ``open_in_panel`` (a run in the
+AbstentionExplorer, the DatasetSummary and ModelSummary tables, and ``open_in_panel`` (a run in the
 JupyterLab runs panel).
 
 The front end is built from ``js/`` into ``nnx_lab/static/`` by ``npm run build``
@@ -28,6 +28,7 @@ __all__ = [
     "DatasetSummary",
     "DriftReport",
     "LRFinderWidget",
+    "ModelSummary",
     "PlanBuilder",
     "TrainingMonitor",
     "open_in_panel",
@@ -37,6 +38,7 @@ _LAZY = {
     "CalibrationExplorer": "._calibration",
     "AbstentionExplorer": "._abstention",
     "DatasetSummary": "._dataset_summary",
+    "ModelSummary": "._model_summary",
 }
 
 

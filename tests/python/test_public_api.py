@@ -91,6 +91,21 @@ EXPECTED = {
     "provenance",
     "prediction_from_logits",
     "streaming_eval_step",
+    # issue 22: your own nn.Module (§2.14)
+    "BatchAdapter",
+    "KeywordInputs",
+    "MissingModelFactoryError",
+    "NNConvParams",
+    "NNDataset",
+    "NNMoEParams",
+    "NNTransformerParams",
+    "NNViTParams",
+    "ModelSummary",
+    "ModelSpec",
+    "PositionalInputs",
+    "register_model_factory",
+    "registered_model_factories",
+    "unregister_model_factory",
 }
 
 
@@ -108,6 +123,7 @@ def test_the_widget_names_are_pinned():
         "DatasetSummary",
         "DriftReport",
         "LRFinderWidget",
+        "ModelSummary",
         "PlanBuilder",
         "TrainingMonitor",
         "open_in_panel",

@@ -21,6 +21,7 @@ from plan_factories import make_train_loader, make_val_loader
 
 import nnx_lab.engine.model as engine_model
 import nnx_lab.engine.nets as engine_nets
+import nnx_lab.engine.network_source as engine_network_source
 from nnx_lab import ExperimentPlan
 from nnx_lab.plans import plan_fields
 from nnx_lab.runs import PlanSchemaError
@@ -193,7 +194,7 @@ def record_builds(monkeypatch) -> list[str]:
         return net
 
     monkeypatch.setattr(engine_nets, "build_net", recording)
-    monkeypatch.setattr(engine_model, "build_net", recording)
+    monkeypatch.setattr(engine_network_source, "build_net", recording)  # NNModel's builder
     return devices
 
 

@@ -29,6 +29,7 @@ def test_every_widget_has_an_entry_and_a_budget():
         "dataset_summary",
         "drift",
         "lr_finder",
+        "model_summary",
         "monitor",
         "plan_builder",
     ]

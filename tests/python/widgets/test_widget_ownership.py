@@ -29,6 +29,7 @@ from nnx_lab.widgets import (
     DatasetSummary,
     DriftReport,
     LRFinderWidget,
+    ModelSummary,
     PlanBuilder,
     TrainingMonitor,
 )
@@ -49,6 +50,7 @@ PAGE_TRAITS = {
     DatasetSummary: set(),
     DriftReport: {"changed_only"},
     LRFinderWidget: {"chosen_lr"},
+    ModelSummary: {"query", "collapsed"},
     PlanBuilder: set(),
     TrainingMonitor: {"smoothing"},
 }
@@ -82,6 +84,8 @@ def make(cls, tmp_path):
     if cls is DriftReport:
         plan = plan_for(tmp_path)
         return DriftReport(plan, plan.with_lr(0.01))
+    if cls is ModelSummary:
+        return ModelSummary(torch.nn.Sequential(torch.nn.Linear(3, 2)), live=False)
     if cls is DatasetSummary:
         frame = pd.DataFrame({"id": range(6), "a": [1.0, 2, 3, 4, 5, 6], "y": list("xyxyxy")})
         split = SplitManifest(train=(0, 1, 2, 3), val=(4,), test=(5,))

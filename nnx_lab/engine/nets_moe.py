@@ -1,0 +1,91 @@
+"""``Nets.FEED_FWD_MOE``: ``MoENN``, a feed-forward network of mixture-of-experts layers.
+
+The load-balancing term reaches the gradients without the loop knowing of it: each MoE
+layer passes its output through ``_WithAux``, which returns the output unchanged and, in
+the backward pass, adds the gradient of ``coef * term``. Accumulation, precision
+policies and DDP therefore see one ordinary loss. The last forward's term (summed over
+layers, unweighted) is ``net.load_balance_loss``.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from .moe_params import NNMoEParams
+from .nets import activation_module
+
+__all__ = ["MoENN"]
+
+
+class _WithAux(torch.autograd.Function):
+    """Identity on ``out``; backward also sends ``coef`` into ``aux``'s graph."""
+
+    @staticmethod
+    def forward(ctx, out: torch.Tensor, aux: torch.Tensor, coef: float) -> torch.Tensor:
+        ctx.coef, ctx.aux_shape = coef, aux.shape
+        return out.view_as(out)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        aux_grad = torch.full(ctx.aux_shape, ctx.coef, dtype=grad.dtype, device=grad.device)
+        return grad, aux_grad, None
+
+
+class _MoELayer(nn.Module):
+    def __init__(self, p: NNMoEParams) -> None:
+        super().__init__()
+        self.top_k, self.coef = p.top_k, p.load_balance_coef
+        self.router = nn.Linear(p.hidden_dim, p.num_experts)
+        self.experts = nn.ModuleList(
+            nn.Sequential(
+                nn.Linear(p.hidden_dim, p.expert_dim),
+                activation_module(p.activation),
+                nn.Linear(p.expert_dim, p.hidden_dim),
+            )
+            for _ in range(p.num_experts)
+        )
+        self.drop = nn.Dropout(p.dropout_prob)
+        self.last_balance = torch.zeros(())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        probs = self.router(x).float().softmax(-1)  # (rows, experts)
+        gates, chosen = probs.topk(self.top_k, dim=-1)
+        gates = (gates / gates.sum(-1, keepdim=True)).to(x.dtype)
+        out = torch.zeros_like(x)
+        for e, expert in enumerate(self.experts):
+            rows, slot = (chosen == e).nonzero(as_tuple=True)
+            if rows.numel():
+                out.index_add_(0, rows, expert(x[rows]) * gates[rows, slot, None])
+        n = probs.shape[-1]
+        # Switch Transformer's term: rows routed (first choice) times mean router mass
+        share = torch.zeros(n, device=x.device).index_add_(
+            0, chosen[:, 0], torch.ones(chosen.shape[0], device=x.device)
+        ) / max(chosen.shape[0], 1)
+        balance = n * (share * probs.mean(0)).sum()
+        self.last_balance = balance.detach()
+        y = x + self.drop(out)
+        if self.training and self.coef > 0 and torch.is_grad_enabled():
+            y = _WithAux.apply(y, balance, self.coef)
+        return y
+
+
+class MoENN(nn.Module):
+    def __init__(self, params: NNMoEParams) -> None:
+        super().__init__()
+        self.inp = nn.Sequential(
+            nn.Linear(params.input_dim, params.hidden_dim), activation_module(params.activation)
+        )
+        self.layers = nn.ModuleList(_MoELayer(params) for _ in range(params.n_layers))
+        self.out = nn.Linear(params.hidden_dim, params.output_dim)
+
+    @property
+    def load_balance_loss(self) -> torch.Tensor:
+        """The last forward's load-balancing term (1.0 is perfectly balanced)."""
+        return sum((layer.last_balance for layer in self.layers), torch.zeros(()))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.inp(x)
+        for layer in self.layers:
+            h = layer(h)
+        return self.out(h)
