@@ -75,7 +75,9 @@ def refused_without_reading(load, path: Path, family: type[Exception]) -> Schema
         tracemalloc.stop()
     assert "bytes, more than" in str(err)
     assert "NNX_MAX_FILE_BYTES" in str(err)
-    assert peak < 1 << 20, f"the refusal allocated {peak:,} bytes"
+    # what the loader itself needs (a run's other records, first imports) stays far
+    # below the 100 MB reading the file would cost
+    assert peak < 8 << 20, f"the refusal allocated {peak:,} bytes"
     return err
 
 
