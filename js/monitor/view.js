@@ -65,11 +65,8 @@ export class MonitorView extends SeriesView {
     this.note = h("p", { class: "nnx-note", "data-testid": "note" });
     this.note.hidden = true;
     this.table = new PagedTable({ label: "Per-epoch metrics", pageSize: 20 });
+    // each chart follows a theme switch itself (shared/chart.js)
     this.root.append(this.note, this.table.root, this._makeError());
-    this._watchTheme(() => {
-      for (const c of this._charts()) c.refreshTheme();
-      this._schedule(new Set(["steps", "epochs"]));
-    });
   }
 
   _charts() {

@@ -13,7 +13,7 @@ import uPlot from "uplot";
 import "uplot/dist/uPlot.min.css";
 import { drawOverlay } from "./chart_overlay.js";
 import { toPlotValues } from "./plot_values.js";
-import { cssVar, resolveColor } from "./theme.js";
+import { cssVar, onThemeChange, resolveColor } from "./theme.js";
 
 /**
  * @typedef {{label: string, color: string, width?: number, dash?: number[],
@@ -68,10 +68,16 @@ export class Chart {
       this._ro = new ResizeObserver(() => this._resize());
       this._ro.observe(host);
     }
+    // a theme switch: new colours and fonts (a rebuild), and the size read again
+    this._offTheme = onThemeChange(() => this.refreshTheme());
   }
 
+  /** The host's width; while it has none (hidden: a background tab, JupyterLab's shell
+   * during a theme switch) the width the plot has, so it is not drawn at a made-up one. */
   _width() {
-    return Math.max(120, Math.floor(this.host.clientWidth || 600));
+    const w = this.host.clientWidth;
+    if (w > 0) return Math.max(120, Math.floor(w));
+    return this.plot ? this.plot.width : 600;
   }
 
   _build() {
@@ -392,7 +398,7 @@ export class Chart {
     if (width !== this.plot.width) this.plot.setSize({ width, height: this.opts.height });
   }
 
-  /** Rebuild with the current theme's colours. */
+  /** Rebuild with the current theme's colours and fonts, at the host's current width. */
   refreshTheme() {
     this._build();
   }
@@ -411,6 +417,7 @@ export class Chart {
 
   destroy() {
     if (this.host.nnxChart === this) delete this.host.nnxChart;
+    this._offTheme();
     if (this._ro) this._ro.disconnect();
     this._ro = null;
     if (this.plot) this.plot.destroy();
