@@ -3,6 +3,7 @@
 // colour. How the step series become lines; the epoch marks and the note on merging.
 import { Chart } from "../shared/chart.js";
 import { h, legend } from "../shared/dom.js";
+import { stepTicks, valueTicks } from "../shared/ticks.js";
 import { fmtInt, fmtStep, fmtValue } from "../shared/format.js";
 import { laneSeries, laneSpecs, raceSteps } from "./race.js";
 import { smoothLoss } from "./smoothing.js";
@@ -11,6 +12,8 @@ import { onZoom, setWindow, smoothingFactor } from "./toolbar.js";
 
 /** @typedef {import("./view.js").MonitorView} MonitorView */
 
+// steps and epochs are counts: whole-number ticks, one unit per axis; values in one form
+const AXES = { xFormat: fmtStep, yFormat: fmtValue, xTicks: stepTicks, yTicks: valueTicks, xInteger: true };
 const LOG_LR_SPAN = 20; // the lr axis goes log when the schedule spans more than this factor
 
 /**
@@ -82,8 +85,7 @@ export function makeCharts(v, lanes) {
     height: 220,
     series: lossSeries,
     bands: race ? [] : [{ upper: 2, lower: 3, fill: "--nnx-band" }],
-    xFormat: fmtStep,
-    yFormat: fmtValue,
+    ...AXES,
     sync: v._syncKey,
     onCursor: (idx) => v._lossReadout(idx),
     onZoom: (range) => onZoom(v, v.lossChart, range),
@@ -107,8 +109,7 @@ export function makeCharts(v, lanes) {
           { label: "val min", color: "--nnx-accent", hidden: true, show: false },
         ],
     bands: race ? [] : [{ upper: 2, lower: 3, fill: "--nnx-band" }],
-    xFormat: fmtStep,
-    yFormat: fmtValue,
+    ...AXES,
     onCursor: (idx) => v._epochReadout(idx),
   });
   v.lrChart = new Chart(v.lrFig, {
@@ -117,8 +118,7 @@ export function makeCharts(v, lanes) {
     yLabel: "lr",
     height: 180,
     series: race ? laneSpecs(lanes, { width: 1.5 }) : [{ label: "lr", color: "--nnx-second", width: 1.5 }],
-    xFormat: fmtStep,
-    yFormat: fmtValue,
+    ...AXES,
     sync: v._syncKey,
     onCursor: (idx) => v._lossReadout(idx),
     onZoom: (range) => onZoom(v, v.lrChart, range),
