@@ -242,7 +242,7 @@ describe("TrainingMonitor view", () => {
     q("export-csv-steps").click();
     const text = await blobs[0].text();
     const lines = text.trim().split("\n");
-    expect(lines[0]).toBe("first,step,loss,loss:min,loss:max,lr,n,bad,smoothed");
+    expect(lines[0]).toBe("first,step,loss,lr,n,bad,smoothed");
     expect(lines).toHaveLength(4);
     expect(lines[2].split(",").slice(0, 2)).toEqual(["2", "2"]);
     expect(Number(lines[2].split(",")[2])).toBeCloseTo(0.5);
