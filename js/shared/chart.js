@@ -273,7 +273,6 @@ export class Chart {
     const { left, width } = u.select;
     if (!(width > 0)) return;
     this.xRange = [u.posToVal(left, "x"), u.posToVal(left + width, "x")];
-    this.xWindow = null;
     if (this.opts.onZoom) this.opts.onZoom(this.xRange);
   }
 
@@ -325,11 +324,10 @@ export class Chart {
     u.setScale("x", { min: range[0], max: range[1] });
   }
 
-  /** Zoom to [min, max] of x (until resetZoom()). */
+  /** Zoom to [min, max] of x (until resetZoom(); a window of steps stays set beneath). */
   setXRange(min, max) {
     if (!(max > min)) return;
     this.xRange = [min, max];
-    this.xWindow = null;
     this._applyX();
     if (this.opts.onZoom) this.opts.onZoom(this.xRange);
   }
@@ -338,15 +336,17 @@ export class Chart {
   setXWindow(n) {
     this.xWindow = n;
     this.xRange = null;
-    if (n === null) this.resetZoom();
+    if (n === null && this.plot) this.plot.setData(this._plotData(), true);
     else this._applyX();
   }
 
+  /** Undo a zoom: back to the window of newest x (setXWindow) if one is set, else all. */
   resetZoom() {
     this.xRange = null;
-    this.xWindow = null;
-    if (!this.plot) return;
-    this.plot.setData(this._plotData(), true);
+    if (this.plot) {
+      this.plot.setData(this._plotData(), this.xWindow === null);
+      this._applyX();
+    }
     if (this.opts.onZoom) this.opts.onZoom(null);
   }
 

@@ -128,7 +128,7 @@ describe("Chart (uPlot)", () => {
     expect(c.plot.axes[1].label).toBe("accuracy");
   });
 
-  it("zooms to a range, follows the newest window, and resets", async () => {
+  it("zooms to a range, follows the newest window, and resets the zoom only", async () => {
     const zooms = [];
     const c = chart({ onZoom: (r) => zooms.push(r) });
     const x = F(Array.from({ length: 1000 }, (_, i) => i + 1));
@@ -149,11 +149,18 @@ describe("Chart (uPlot)", () => {
     c.setData(x3, [F(Array.from(x3, (v) => 1 / v))]);
     await settle();
     expect(c.ranges().x).toEqual([1150, 1200]); // the window follows
+    // a zoom lies over the window; resetting it goes back to the window, not to all
+    c.setXRange(1160, 1170);
+    await settle();
+    expect(c.ranges().x).toEqual([1160, 1170]);
     c.resetZoom();
     await settle();
-    expect(c.ranges().x).toEqual([1, 1200]);
+    expect(c.ranges().x).toEqual([1150, 1200]);
     expect(zooms.at(-1)).toBeNull();
     expect(zooms[0]).toEqual([100, 200]);
+    c.setXWindow(null);
+    await settle();
+    expect(c.ranges().x).toEqual([1, 1200]);
   });
 
   it("zooms to the x range a drag selects, and shift-drag pans", async () => {
