@@ -74,12 +74,14 @@ export function buildCharts(v, parent) {
   v.epochCaption = h("label", { text: "Per epoch: " }, [v.metricSelect]);
   v.epochFig.append(h("figcaption", {}, [v.epochCaption]));
   v.epochReadout = readout();
+  v.epochEmpty = h("p", { class: "nnx-epoch-empty", "data-testid": "epoch-empty", role: "status" });
+  v.epochEmpty.hidden = true;
   v.epochLegend = legend(EPOCH_LEGEND.map(domItem));
   v.lrFig.append(h("figcaption", { text: "Learning rate" }));
   v.lrReadout = readout();
   makeCharts(v, []);
   v.lossFig.append(v.lossReadout, v.lossLegend, v.raceLegend);
-  v.epochFig.append(v.epochReadout, v.epochLegend);
+  v.epochFig.append(v.epochEmpty, v.epochReadout, v.epochLegend);
   v.lrFig.append(v.lrReadout);
 }
 

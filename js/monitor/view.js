@@ -43,6 +43,7 @@ export class MonitorView extends SeriesView {
     this._connect({ series: ["steps", "epochs"], accept: isLaneSeries, onChange: (names) => this._schedule(names) });
     for (const name of HEADER_TRAITS) this._on(`change:${name}`, () => this._header());
     this._on("change:error", () => this._error());
+    this._on("change:status", () => this._renderEpochs()); // "no epoch yet" or "no epoch ended"
     this._on("change:smoothing", () => onSmoothingTrait(this));
     for (const name of ["task_kind", "monitor_metric", "monitor_mode"]) this._on(`change:${name}`, () => this._onTask());
     this._on("change:runs", () => this._onRuns());

@@ -240,6 +240,37 @@ describe("TrainingMonitor view", () => {
     expect(view.epochReadout.textContent).toBe("epoch 2 · val loss 0.5 · val accuracy 0.502 · train loss 1");
   });
 
+  it("says no epoch has ended instead of an empty chart and a blank picker", async () => {
+    const model = fakeModel({ status: "running" });
+    await shown(model, { steps: [1, 7], epochs: [1, 0] });
+    expect(q("epoch-empty").hidden).toBe(false);
+    expect(q("epoch-empty").textContent).toMatch(/^No epoch has ended yet/);
+    expect(q("metric-select").disabled).toBe(true);
+    expect([...q("metric-select").options].map((o) => o.textContent)).toEqual(["no epoch yet"]);
+    model.set("status", "failed"); // at step 7
+    expect(q("epoch-empty").textContent).toBe("No epoch ended: the run failed before the end of its first epoch.");
+    const u = update(2, [op("epochs", 0, epochColumns(1, 1))]);
+    model.custom(u.content, u.buffers);
+    await settle();
+    expect(q("epoch-empty").hidden).toBe(true);
+    expect(q("metric-select").disabled).toBe(false);
+    expect(q("metric-select").value).toBe("loss");
+  });
+
+  it("ticks its axes in whole steps and epochs, in one format per axis", async () => {
+    const model = fakeModel();
+    await shown(model, { steps: [1, 3], epochs: [1, 3] });
+    for (const c of [view.lossChart, view.epochChart, view.lrChart]) {
+      for (const v of c.plot.axes[0]._splits) expect(Number.isInteger(v), `${c.opts.title}: ${v}`).toBe(true);
+    }
+    const u = update(2, [op("steps", 3, stepColumns(4, 12000))]);
+    model.custom(u.content, u.buffers);
+    await settle();
+    const labels = view.lossChart.plot.axes[0]._values.filter(Boolean);
+    expect(labels.length).toBeGreaterThan(1);
+    for (const t of labels) expect(t).toMatch(/^(0|\d+(\.\d+)?k)$/);
+  });
+
   it("exports the step series as CSV", async () => {
     const model = fakeModel({ run_id: "abcdef0123" });
     await shown(model, { steps: [1, 3] });
