@@ -3,15 +3,50 @@
 // colour. How the step series become lines; the epoch marks and the note on merging.
 import { Chart } from "../shared/chart.js";
 import { h, legend } from "../shared/dom.js";
+import { stepTicks, valueTicks } from "../shared/ticks.js";
 import { fmtInt, fmtStep, fmtValue } from "../shared/format.js";
-import { laneSeries, laneSpecs, raceSteps } from "./race.js";
+import { laneColor, laneSeries, laneSpecs, raceSteps } from "./race.js";
 import { smoothLoss } from "./smoothing.js";
 import { taskView } from "./task.js";
 import { onZoom, setWindow, smoothingFactor } from "./toolbar.js";
 
 /** @typedef {import("./view.js").MonitorView} MonitorView */
 
+// steps and epochs are counts: whole-number ticks, one unit per axis; values in one form
+const AXES = { xFormat: fmtStep, yFormat: fmtValue, xTicks: stepTicks, yTicks: valueTicks, xInteger: true };
 const LOG_LR_SPAN = 20; // the lr axis goes log when the schedule spans more than this factor
+
+/**
+ * @typedef {{label: string, color: string, fallback?: string, dashed?: boolean}} LegendItem
+ *   color: a CSS variable name or a colour; the same items label the page and the PNG.
+ */
+/** @type {LegendItem[]} */
+export const LOSS_LEGEND = [
+  { label: "loss", color: "--nnx-raw" },
+  { label: "smoothed", color: "--nnx-accent" },
+  { label: "epoch end", color: "--jp-border-color1", fallback: "#bdbdbd", dashed: true },
+];
+/** @type {LegendItem[]} */
+export const EPOCH_LEGEND = [
+  { label: "validation", color: "--nnx-accent" },
+  { label: "training (epoch)", color: "--nnx-second", dashed: true },
+];
+
+/** A legend item as dom.js legend() takes it. @param {LegendItem} it */
+function domItem(it) {
+  const color = it.color.startsWith("--") ? `var(${it.color}${it.fallback ? `, ${it.fallback}` : ""})` : it.color;
+  return [it.label, color, it.dashed ? "nnx-dashed" : ""];
+}
+
+/**
+ * The legends the page shows under the loss and the epoch chart: the run's lines, or
+ * one colour per run of a race (under the loss chart, for every chart).
+ * @param {MonitorView} v @returns {{loss: LegendItem[], epoch: LegendItem[]}}
+ */
+export function legendsShown(v) {
+  if (v._lanes.length) return { loss: v._lanes.map((l, i) => ({ label: l.name, color: laneColor(i) })), epoch: [] };
+  return { loss: LOSS_LEGEND, epoch: EPOCH_LEGEND };
+}
 
 /**
  * The figures, their captions, readouts and legends, appended to `parent` (in the page:
@@ -28,11 +63,7 @@ export function buildCharts(v, parent) {
   parent.append(h("div", { class: "nnx-charts" }, [v.lossFig, v.epochFig, v.lrFig]));
   v._syncKey = `nnx-steps-${Math.random().toString(36).slice(2)}`;
   v.lossReadout = readout();
-  v.lossLegend = legend([
-    ["loss", "var(--nnx-raw)"],
-    ["smoothed", "var(--nnx-accent)"],
-    ["epoch end", "var(--jp-border-color1, #bdbdbd)", "nnx-dashed"],
-  ]);
+  v.lossLegend = legend(LOSS_LEGEND.map(domItem));
   v.raceLegend = h("div", { class: "nnx-legend", "data-testid": "race-legend" });
   v.raceLegend.hidden = true;
   v.metricSelect = h("select", { class: "nnx-input", "data-testid": "metric-select", "aria-label": "Per-epoch metric" });
@@ -43,15 +74,14 @@ export function buildCharts(v, parent) {
   v.epochCaption = h("label", { text: "Per epoch: " }, [v.metricSelect]);
   v.epochFig.append(h("figcaption", {}, [v.epochCaption]));
   v.epochReadout = readout();
-  v.epochLegend = legend([
-    ["validation", "var(--nnx-accent)"],
-    ["training (epoch)", "var(--nnx-second)", "nnx-dashed"],
-  ]);
+  v.epochEmpty = h("p", { class: "nnx-epoch-empty", "data-testid": "epoch-empty", role: "status" });
+  v.epochEmpty.hidden = true;
+  v.epochLegend = legend(EPOCH_LEGEND.map(domItem));
   v.lrFig.append(h("figcaption", { text: "Learning rate" }));
   v.lrReadout = readout();
   makeCharts(v, []);
   v.lossFig.append(v.lossReadout, v.lossLegend, v.raceLegend);
-  v.epochFig.append(v.epochReadout, v.epochLegend);
+  v.epochFig.append(v.epochEmpty, v.epochReadout, v.epochLegend);
   v.lrFig.append(v.lrReadout);
 }
 
@@ -82,8 +112,7 @@ export function makeCharts(v, lanes) {
     height: 220,
     series: lossSeries,
     bands: race ? [] : [{ upper: 2, lower: 3, fill: "--nnx-band" }],
-    xFormat: fmtStep,
-    yFormat: fmtValue,
+    ...AXES,
     sync: v._syncKey,
     onCursor: (idx) => v._lossReadout(idx),
     onZoom: (range) => onZoom(v, v.lossChart, range),
@@ -107,8 +136,7 @@ export function makeCharts(v, lanes) {
           { label: "val min", color: "--nnx-accent", hidden: true, show: false },
         ],
     bands: race ? [] : [{ upper: 2, lower: 3, fill: "--nnx-band" }],
-    xFormat: fmtStep,
-    yFormat: fmtValue,
+    ...AXES,
     onCursor: (idx) => v._epochReadout(idx),
   });
   v.lrChart = new Chart(v.lrFig, {
@@ -117,8 +145,7 @@ export function makeCharts(v, lanes) {
     yLabel: "lr",
     height: 180,
     series: race ? laneSpecs(lanes, { width: 1.5 }) : [{ label: "lr", color: "--nnx-second", width: 1.5 }],
-    xFormat: fmtStep,
-    yFormat: fmtValue,
+    ...AXES,
     sync: v._syncKey,
     onCursor: (idx) => v._lossReadout(idx),
     onZoom: (range) => onZoom(v, v.lrChart, range),

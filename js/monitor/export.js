@@ -1,10 +1,13 @@
-// The monitor's exports: the three charts as one PNG, the step and epoch series as CSV
-// (a race's in long form), and the picture the kernel keeps for a notebook reopened
+// The monitor's exports, what the screen shows: the three charts as one PNG with their
+// legends, the step and epoch series as CSV (a race's in long form) at the precision
+// they were computed in, and the picture the kernel keeps for a notebook reopened
 // without its kernel (TrainingMonitor's fallback output).
 import { download, toCSV } from "../shared/dom.js";
 import { fmtInt } from "../shared/format.js";
 import { SNAPSHOT_PNG } from "../shared/protocol.js";
 import { TERMINAL } from "./header.js";
+import { resolveColor } from "../shared/theme.js";
+import { legendsShown } from "./charts.js";
 import { laneSeries } from "./race.js";
 
 /** @typedef {import("./view.js").MonitorView} MonitorView */
@@ -12,8 +15,58 @@ import { laneSeries } from "./race.js";
 const SNAPSHOT_EVERY_MS = 60_000; // a picture for the notebook while a run goes on
 
 /**
- * The three charts on one canvas, laid out as on screen, with the run's line above and
- * the from_run hint below; null where there is nothing to draw on.
+ * Where a legend's items go in rows at most `maxWidth` wide (all in canvas pixels).
+ * @param {{measureText?: (t: string) => {width: number}}} ctx
+ * @param {import("./charts.js").LegendItem[]} items
+ * @returns {{places: {x: number, row: number}[], rows: number, swatch: number, gap: number}}
+ */
+export function legendLayout(ctx, items, maxWidth, dpr = 1) {
+  const swatch = 16 * dpr;
+  const gap = 12 * dpr;
+  const places = [];
+  let x = 0;
+  let row = 0;
+  for (const it of items) {
+    const w = swatch + 4 * dpr + (ctx.measureText ? ctx.measureText(it.label).width : 6 * dpr * it.label.length);
+    if (x > 0 && x + w > maxWidth) {
+      x = 0;
+      row += 1;
+    }
+    places.push({ x, row });
+    x += w + gap;
+  }
+  return { places, rows: items.length ? row + 1 : 0, swatch, gap };
+}
+
+/**
+ * Draw a legend as the page shows it (a swatch of each line's colour and dash, its
+ * label) at (x, y); returns the height used.
+ * @param {CanvasRenderingContext2D} ctx @param {import("./charts.js").LegendItem[]} items
+ * @param {(item: import("./charts.js").LegendItem) => string} colorOf  the item's colour resolved
+ */
+export function drawLegend(ctx, items, x, y, maxWidth, line, colorOf, dpr = 1) {
+  const { places, rows, swatch } = legendLayout(ctx, items, maxWidth, dpr);
+  const text = ctx.fillStyle;
+  items.forEach((it, i) => {
+    const px = x + places[i].x;
+    const mid = y + places[i].row * line + line / 2;
+    ctx.strokeStyle = colorOf(it);
+    ctx.lineWidth = 2 * dpr;
+    ctx.setLineDash(it.dashed ? [4 * dpr, 3 * dpr] : []);
+    ctx.beginPath();
+    ctx.moveTo(px, mid);
+    ctx.lineTo(px + swatch, mid);
+    ctx.stroke();
+    ctx.fillStyle = text;
+    ctx.fillText(it.label, px + swatch + 4 * dpr, mid - line / 3);
+  });
+  ctx.setLineDash([]);
+  return rows * line;
+}
+
+/**
+ * The three charts on one canvas, laid out as on screen with their legends, the run's
+ * line above and the from_run hint below; null where there is nothing to draw on.
  * @param {MonitorView} v
  */
 export function composePng(v) {
@@ -25,18 +78,27 @@ export function composePng(v) {
   const [loss, epoch, lr] = canvases;
   const side = epoch.width + lr.width + pad <= loss.width + pad; // side by side, as on screen
   const width = Math.max(loss.width, side ? epoch.width + lr.width + pad : Math.max(epoch.width, lr.width)) + 2 * pad;
-  const lower = side ? Math.max(epoch.height, lr.height) + line : epoch.height + lr.height + 2 * line;
-  const height = pad + line + (line + loss.height) + lower + line + pad;
   const out = document.createElement("canvas");
-  out.width = width;
-  out.height = height;
   const ctx = out.getContext("2d");
   if (!ctx) return null;
   const style = (name, fallback) => getComputedStyle(v.root).getPropertyValue(name).trim() || fallback;
+  const small = `${Math.round(11 * dpr)}px ${style("--jp-ui-font-family", "sans-serif")}`;
+  const legends = legendsShown(v);
+  ctx.font = small;
+  const rowsOf = (items, w) => legendLayout(ctx, items, w, dpr).rows * line;
+  const lossLegend = rowsOf(legends.loss, loss.width);
+  const epochLegend = rowsOf(legends.epoch, epoch.width);
+  const lower = side
+    ? Math.max(epoch.height + epochLegend, lr.height) + line
+    : epoch.height + epochLegend + lr.height + 2 * line;
+  out.width = width;
+  out.height = pad + line + (line + loss.height + lossLegend) + lower + line + pad;
   ctx.fillStyle = style("--jp-layout-color0", "#ffffff");
-  ctx.fillRect(0, 0, width, height);
-  ctx.fillStyle = style("--jp-ui-font-color1", "#212121");
-  ctx.font = `600 ${Math.round(12 * dpr)}px ${style("--jp-ui-font-family", "sans-serif")}`;
+  ctx.fillRect(0, 0, out.width, out.height);
+  const ink = style("--jp-ui-font-color1", "#212121");
+  ctx.fillStyle = ink;
+  const bold = `600 ${Math.round(12 * dpr)}px ${style("--jp-ui-font-family", "sans-serif")}`;
+  ctx.font = bold;
   ctx.textBaseline = "top";
   const m = v.model;
   const since = m.get("loss_nonfinite_since");
@@ -48,25 +110,29 @@ export function composePng(v) {
     since !== null && since !== undefined ? `loss non-finite since step ${fmtInt(since)}` : `loss ${v.stat.loss.textContent}`,
   ].join(" · ");
   ctx.fillText(head, pad, pad);
-  const place = (canvas, caption, x, y) => {
+  const colorOf = (it) => resolveColor(v.root, it.color, it.fallback || "#888");
+  /** a chart: its caption, its canvas, its legend; returns the height used */
+  const place = (canvas, caption, items, x, y) => {
+    ctx.font = bold;
+    ctx.fillStyle = ink;
     ctx.fillText(caption, x, y);
     ctx.drawImage(canvas, x, y + line);
+    ctx.font = small;
+    return line + canvas.height + drawLegend(ctx, items, x, y + line + canvas.height, canvas.width, line, colorOf, dpr);
   };
   let y = pad + line;
-  place(loss, "Training loss per step", pad, y);
-  y += line + loss.height;
+  y += place(loss, v.lossCaption.textContent || "Training loss per step", legends.loss, pad, y);
   const metric = `Per epoch: ${v.metricSelect.value || "–"}`;
   if (side) {
-    place(epoch, metric, pad, y);
-    place(lr, "Learning rate", pad + epoch.width + pad, y);
+    place(epoch, metric, legends.epoch, pad, y);
+    place(lr, "Learning rate", [], pad + epoch.width + pad, y);
     y += lower;
   } else {
-    place(epoch, metric, pad, y);
-    y += line + epoch.height;
-    place(lr, "Learning rate", pad, y);
-    y += line + lr.height;
+    y += place(epoch, metric, legends.epoch, pad, y);
+    y += place(lr, "Learning rate", [], pad, y);
   }
-  ctx.font = `${Math.round(11 * dpr)}px ${style("--jp-ui-font-family", "sans-serif")}`;
+  ctx.font = small;
+  ctx.fillStyle = ink;
   const run = m.get("run_id");
   ctx.fillText(run ? `nnx-lab TrainingMonitor · TrainingMonitor.from_run("${run}") shows it live` : "nnx-lab TrainingMonitor", pad, y + pad / 2);
   return out;
@@ -79,45 +145,70 @@ export function exportPng(v) {
   canvas.toBlob((blob) => blob && download(`nnx-monitor-${(v.model.get("run_id") || "run").slice(0, 8)}.png`, blob), "image/png");
 }
 
-/** Save the step or epoch series as CSV (with the smoothed loss). @param {MonitorView} v @param {"steps"|"epochs"} which */
-export function exportCsv(v, which) {
-  if (v._lanes.length) {
-    exportRaceCsv(v, which);
-    return;
-  }
+/**
+ * The columns of a series the CSV carries: every column but the lowest and highest of a
+ * row (`loss:min`, `loss:max`) while no rows are merged, where they equal the value.
+ * @param {import("../shared/store.js").ColumnStore} store @param {boolean} merged
+ */
+export function csvFields(store, merged) {
+  return store.fields.filter((f) => merged || !/:(min|max)$/.test(f));
+}
+
+/**
+ * The CSV of one run's step or epoch series (with the smoothed loss the chart draws,
+ * kept at the float32 precision of the losses it averages).
+ * @param {MonitorView} v @param {"steps"|"epochs"} which
+ */
+export function runCsv(v, which) {
   const store = v.sync.stores[which];
-  const names = [...store.fields];
+  const names = csvFields(store, store.width > 1);
   const cols = names.map((n) => store.column(n));
   if (which === "steps" && v._smoothed) {
     names.push("smoothed");
-    cols.push(v._smoothed);
+    cols.push(Float32Array.from(v._smoothed));
   }
-  const text = toCSV(names, cols);
-  download(`nnx-monitor-${(v.model.get("run_id") || "run").slice(0, 8)}-${which}.csv`, new Blob([text], { type: "text/csv" }));
+  return toCSV(names, cols);
 }
 
-/** A race's series in long form: one row per run and step (or epoch). */
-function exportRaceCsv(v, which) {
+/** Save the step or epoch series as CSV. @param {MonitorView} v @param {"steps"|"epochs"} which */
+export function exportCsv(v, which) {
+  const race = v._lanes.length > 0;
+  const text = race ? raceCsv(v, which) : runCsv(v, which);
+  const name = race ? `nnx-race-${which}.csv` : `nnx-monitor-${(v.model.get("run_id") || "run").slice(0, 8)}-${which}.csv`;
+  download(name, new Blob([text], { type: "text/csv" }));
+}
+
+/**
+ * A race's series in long form: one row per run and step (or epoch), the columns of
+ * every run (a run without one has nan there), each in its own precision.
+ * @param {MonitorView} v @param {"steps"|"epochs"} which
+ */
+export function raceCsv(v, which) {
   const stores = v.sync.stores;
-  const names = ["run", "run_id"];
-  /** @type {any[][]} */
-  let cols = [];
-  let fields = null;
-  for (const lane of v._lanes) {
-    const store = stores[laneSeries(lane)[which]];
-    if (!store || !store.length) continue;
-    if (fields === null) {
-      fields = [...store.fields];
-      cols = [[], [], ...fields.map(() => [])];
-    }
-    for (let i = 0; i < store.length; i++) {
-      cols[0].push(lane.name);
-      cols[1].push(lane.run_id);
-      fields.forEach((f, j) => cols[j + 2].push(store.has(f) ? store.column(f)[i] : NaN));
+  const held = v._lanes.map((lane) => [lane, stores[laneSeries(lane)[which]]]).filter(([, s]) => s && s.length);
+  const merged = held.some(([, s]) => s.width > 1);
+  /** @type {Map<string, boolean>} field -> float32 in every run that has it */
+  const fields = new Map();
+  for (const [, s] of held) {
+    for (const f of csvFields(s, merged)) fields.set(f, (fields.get(f) ?? true) && s.column(f) instanceof Float32Array);
+  }
+  const names = [...fields.keys()];
+  const rows = held.reduce((n, [, s]) => n + s.length, 0);
+  const runs = [];
+  const ids = [];
+  const cols = names.map((f) => (fields.get(f) ? new Float32Array(rows) : new Float64Array(rows)));
+  let k = 0;
+  for (const [lane, s] of held) {
+    const src = names.map((f) => (s.has(f) ? s.column(f) : null));
+    for (let i = 0; i < s.length; i++, k++) {
+      runs.push(lane.name);
+      ids.push(lane.run_id);
+      src.forEach((c, j) => {
+        cols[j][k] = c ? c[i] : NaN;
+      });
     }
   }
-  const text = toCSV([...names, ...(fields || [])], cols);
-  download(`nnx-race-${which}.csv`, new Blob([text], { type: "text/csv" }));
+  return toCSV(["run", "run_id", ...names], [runs, ids, ...cols]);
 }
 
 /**

@@ -1,6 +1,7 @@
 // The monitor's toolbar: log scale, the window of steps shown, the smoothing slider
 // (drawn at once, written to the kernel once it rests), zoom reset and the exports. The
-// loss and lr charts zoom together.
+// loss and lr charts zoom together; a zoom lies over the window of steps, and Reset
+// zoom goes back to that window.
 import { h } from "../shared/dom.js";
 import { exportCsv, exportPng } from "./export.js";
 
@@ -24,9 +25,9 @@ export function buildToolbar(v) {
   v.smoothing = h("input", { type: "range", min: "0", max: "0.99", step: "0.01", "data-testid": "smoothing", "aria-label": "Smoothing factor" });
   v.smoothingValue = h("output", { class: "nnx-smoothing-value", "data-testid": "smoothing-value" });
   v.smoothing.addEventListener("input", () => onSmoothingInput(v));
-  v.resetZoom = h("button", { type: "button", class: "nnx-tool", "data-testid": "reset-zoom", title: "Show every step again (or double-click a chart)", text: "Reset zoom" });
+  v.resetZoom = h("button", { type: "button", class: "nnx-tool", "data-testid": "reset-zoom", title: "Undo the zoom (or double-click a chart); the steps shown stay as chosen", text: "Reset zoom" });
   v.resetZoom.disabled = true;
-  v.resetZoom.addEventListener("click", () => setWindow(v, "all"));
+  v.resetZoom.addEventListener("click", () => v.lossChart.resetZoom()); // the lr chart follows (onZoom)
   const tool = (label, testid, title, fn) => {
     const b = h("button", { type: "button", class: "nnx-tool", "data-testid": testid, title, text: label });
     b.addEventListener("click", fn);
@@ -51,12 +52,12 @@ export function setLog(v, on) {
   v._renderSteps();
 }
 
-/** Show all steps or the newest N ("100", ...) in the loss and lr charts. @param {MonitorView} v */
+/** Show all steps or the newest N ("100", ...) in the loss and lr charts (a zoom ends). @param {MonitorView} v */
 export function setWindow(v, value) {
   v.windowSelect.value = value;
   const n = value === "all" ? null : Number(value);
   for (const c of [v.lossChart, v.lrChart]) c.setXWindow(n);
-  v.resetZoom.disabled = n === null;
+  v.resetZoom.disabled = true;
   v._zoomSource = null;
 }
 
@@ -68,8 +69,7 @@ export function onZoom(v, source, range) {
   if (range) other.setXRange(range[0], range[1]);
   else other.resetZoom();
   v._zoomSource = null;
-  if (range) v.windowSelect.value = "all";
-  v.resetZoom.disabled = range === null && v.lossChart.xWindow === null;
+  v.resetZoom.disabled = range === null; // Reset zoom undoes a zoom, never the window
 }
 
 /** The kernel's smoothing factor (a reload, another view) moves the slider. @param {MonitorView} v */

@@ -43,6 +43,7 @@ export class MonitorView extends SeriesView {
     this._connect({ series: ["steps", "epochs"], accept: isLaneSeries, onChange: (names) => this._schedule(names) });
     for (const name of HEADER_TRAITS) this._on(`change:${name}`, () => this._header());
     this._on("change:error", () => this._error());
+    this._on("change:status", () => this._renderEpochs()); // "no epoch yet" or "no epoch ended"
     this._on("change:smoothing", () => onSmoothingTrait(this));
     for (const name of ["task_kind", "monitor_metric", "monitor_mode"]) this._on(`change:${name}`, () => this._onTask());
     this._on("change:runs", () => this._onRuns());
@@ -65,11 +66,8 @@ export class MonitorView extends SeriesView {
     this.note = h("p", { class: "nnx-note", "data-testid": "note" });
     this.note.hidden = true;
     this.table = new PagedTable({ label: "Per-epoch metrics", pageSize: 20 });
+    // each chart follows a theme switch itself (shared/chart.js)
     this.root.append(this.note, this.table.root, this._makeError());
-    this._watchTheme(() => {
-      for (const c of this._charts()) c.refreshTheme();
-      this._schedule(new Set(["steps", "epochs"]));
-    });
   }
 
   _charts() {

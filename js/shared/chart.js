@@ -4,7 +4,9 @@
 // double-click or resetZoom() to go back; min/max bands; bars; axis titles; marks
 // (thinned when dense) and labelled markers; fixed domains (xDomain / yDomain: the
 // axes do not follow the data, e.g. probabilities on [0, 1]); dots (an operating
-// point); colours from JupyterLab's theme.
+// point); colours from JupyterLab's theme, followed through a theme switch. An axis
+// reads in one format (xTicks / yTicks, shared/ticks.js); a count axis (xInteger) has
+// whole-number ticks.
 // With `dragPick` a drag picks (the pick follows the mouse) instead of zooming; `yRange`
 // replaces the y range the data would give (e.g. to keep a diverging tail from
 // flattening the rest). The columns become uPlot's values in plot_values.js; what lies
@@ -13,7 +15,8 @@ import uPlot from "uplot";
 import "uplot/dist/uPlot.min.css";
 import { drawOverlay } from "./chart_overlay.js";
 import { toPlotValues } from "./plot_values.js";
-import { cssVar, resolveColor } from "./theme.js";
+import { cssVar, onThemeChange, resolveColor } from "./theme.js";
+import { INTEGER_INCRS, logRange } from "./ticks.js";
 
 /**
  * @typedef {{label: string, color: string, width?: number, dash?: number[],
@@ -29,6 +32,8 @@ import { cssVar, resolveColor } from "./theme.js";
  *   series: SeriesSpec[], bands?: BandSpec[], logX?: boolean, logY?: boolean,
  *   xDomain?: [number, number], yDomain?: [number, number],
  *   xFormat?: (v: number) => string, yFormat?: (v: number) => string,
+ *   xTicks?: (splits: (number|null)[], o: {log: boolean}) => string[], yTicks?: same,
+ *   xInteger?: boolean,
  *   sync?: string, onCursor?: (idx: number|null) => void,
  *   onPick?: (pick: {idx: number, x: number, values: (number|null)[]}) => void,
  *   onZoom?: (range: [number, number]|null) => void,
@@ -68,10 +73,16 @@ export class Chart {
       this._ro = new ResizeObserver(() => this._resize());
       this._ro.observe(host);
     }
+    // a theme switch: new colours and fonts (a rebuild), and the size read again
+    this._offTheme = onThemeChange(() => this.refreshTheme());
   }
 
+  /** The host's width; while it has none (hidden: a background tab, JupyterLab's shell
+   * during a theme switch) the width the plot has, so it is not drawn at a made-up one. */
   _width() {
-    return Math.max(120, Math.floor(this.host.clientWidth || 600));
+    const w = this.host.clientWidth;
+    if (w > 0) return Math.max(120, Math.floor(w));
+    return this.plot ? this.plot.width : 600;
   }
 
   _build() {
@@ -107,7 +118,12 @@ export class Chart {
       }
       series.push(spec);
     }
-    const axis = (label, fmt) => ({
+    // one format for every label of an axis (ticks), else each label formatted alone
+    const labels = (ticks, fmt, scale) => {
+      if (ticks) return (u, splits) => ticks(splits, { log: u.scales[scale].distr === 3 });
+      return fmt ? (_u, splits) => splits.map((v) => (v == null ? "" : fmt(v))) : undefined;
+    };
+    const axis = (label, values) => ({
       label,
       stroke: text,
       font,
@@ -117,7 +133,7 @@ export class Chart {
       gap: 3,
       grid: { stroke: grid, width: 1 },
       ticks: { stroke: grid, width: 1, size: 4 },
-      values: fmt ? (_u, splits) => splits.map((v) => (v == null ? "" : fmt(v))) : undefined,
+      values,
     });
     /** @type {any} */
     const options = {
@@ -131,7 +147,10 @@ export class Chart {
         x: { time: false, distr: o.logX ? 3 : 1, log: 10, range: (_u, min, max) => this._xRange(min, max) },
         y: { distr: o.logY ? 3 : 1, log: 10, range: (_u, min, max) => this._yRange(min, max) },
       },
-      axes: [{ ...axis(o.xLabel, o.xFormat), size: 34 }, { ...axis(o.yLabel, o.yFormat), size: 56 }],
+      axes: [
+        { ...axis(o.xLabel, labels(o.xTicks, o.xFormat, "x")), size: 34, ...(o.xInteger ? { incrs: INTEGER_INCRS } : {}) },
+        { ...axis(o.yLabel, labels(o.yTicks, o.yFormat, "y")), size: 56 },
+      ],
       cursor: {
         drag: o.dragPick ? { x: false, y: false, setScale: false } : { x: true, y: false, setScale: true },
         points: { size: 6 },
@@ -171,18 +190,18 @@ export class Chart {
     if (this.opts.xDomain) return [...this.opts.xDomain];
     const log = this.opts.logX;
     if (min == null || max == null || !Number.isFinite(min) || !Number.isFinite(max)) return log ? [1, 10] : [0, 1];
-    if (min === max) return log ? [min / 2, max * 2] : [min - 1, max + 1];
-    return [min, max];
+    if (log) return logRange(min, max);
+    return min === max ? [min - 1, max + 1] : [min, max];
   }
 
-  /** y range from the data shown, padded; log ranges cover whole decades. */
+  /** y range from the data shown, padded; a log range fits the data (ticks.js logRange). */
   _yRange(min, max) {
     if (this.opts.yDomain) return [...this.opts.yDomain];
     const log = this.opts.logY;
     const given = this.opts.yRange ? this.opts.yRange(min, max) : null;
     if (given) return given;
     if (min == null || max == null || !Number.isFinite(min) || !Number.isFinite(max)) return log ? [0.1, 1] : [0, 1];
-    if (log) return uPlot.rangeLog(min, max, 10, false);
+    if (log) return logRange(min, max);
     return uPlot.rangeNum(min, max, 0.1, true);
   }
 
@@ -254,7 +273,6 @@ export class Chart {
     const { left, width } = u.select;
     if (!(width > 0)) return;
     this.xRange = [u.posToVal(left, "x"), u.posToVal(left + width, "x")];
-    this.xWindow = null;
     if (this.opts.onZoom) this.opts.onZoom(this.xRange);
   }
 
@@ -306,11 +324,10 @@ export class Chart {
     u.setScale("x", { min: range[0], max: range[1] });
   }
 
-  /** Zoom to [min, max] of x (until resetZoom()). */
+  /** Zoom to [min, max] of x (until resetZoom(); a window of steps stays set beneath). */
   setXRange(min, max) {
     if (!(max > min)) return;
     this.xRange = [min, max];
-    this.xWindow = null;
     this._applyX();
     if (this.opts.onZoom) this.opts.onZoom(this.xRange);
   }
@@ -319,15 +336,17 @@ export class Chart {
   setXWindow(n) {
     this.xWindow = n;
     this.xRange = null;
-    if (n === null) this.resetZoom();
+    if (n === null && this.plot) this.plot.setData(this._plotData(), true);
     else this._applyX();
   }
 
+  /** Undo a zoom: back to the window of newest x (setXWindow) if one is set, else all. */
   resetZoom() {
     this.xRange = null;
-    this.xWindow = null;
-    if (!this.plot) return;
-    this.plot.setData(this._plotData(), true);
+    if (this.plot) {
+      this.plot.setData(this._plotData(), this.xWindow === null);
+      this._applyX();
+    }
     if (this.opts.onZoom) this.opts.onZoom(null);
   }
 
@@ -392,7 +411,7 @@ export class Chart {
     if (width !== this.plot.width) this.plot.setSize({ width, height: this.opts.height });
   }
 
-  /** Rebuild with the current theme's colours. */
+  /** Rebuild with the current theme's colours and fonts, at the host's current width. */
   refreshTheme() {
     this._build();
   }
@@ -411,6 +430,7 @@ export class Chart {
 
   destroy() {
     if (this.host.nnxChart === this) delete this.host.nnxChart;
+    this._offTheme();
     if (this._ro) this._ro.disconnect();
     this._ro = null;
     if (this.plot) this.plot.destroy();

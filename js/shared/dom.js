@@ -34,20 +34,36 @@ function csvField(v) {
 }
 
 /**
+ * A float32 value in the fewest digits that read back as the same float32:
+ * 0.009999999776482582 (the float32 nearest 0.01, widened) is "0.01".
+ * @param {number} v a finite number held in a Float32Array
+ */
+export function float32Text(v) {
+  for (let p = 1; p <= 9; p++) {
+    const s = Number(v.toPrecision(p));
+    if (Math.fround(s) === v) return String(s);
+  }
+  return String(v);
+}
+
+/**
  * CSV text of named columns (equal lengths). Non-finite numbers are written as
- * "nan" / "inf" / "-inf", so a reader can tell them from a missing value.
- * @param {string[]} names @param {ArrayLike<number>[]} columns
+ * "nan" / "inf" / "-inf", so a reader can tell them from a missing value. A number is
+ * written at the precision it was computed in: a Float32Array's values in the shortest
+ * text that reads back as the same float32, others as JavaScript writes a double.
+ * @param {string[]} names @param {ArrayLike<any>[]} columns
  */
 export function toCSV(names, columns) {
   const n = columns.length ? columns[0].length : 0;
   const lines = [names.map(csvField).join(",")];
+  const single = columns.map((col) => col instanceof Float32Array);
   for (let i = 0; i < n; i++) {
-    const row = columns.map((col) => {
+    const row = columns.map((col, j) => {
       const v = col[i];
       if (typeof v !== "number") return csvField(v);
       if (Number.isNaN(v)) return "nan";
       if (!Number.isFinite(v)) return v > 0 ? "inf" : "-inf";
-      return String(v);
+      return single[j] ? float32Text(v) : String(v);
     });
     lines.push(row.join(","));
   }

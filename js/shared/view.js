@@ -79,17 +79,6 @@ export class WidgetView {
     return frames;
   }
 
-  /**
-   * Call `fn` when JupyterLab switches between its light and dark themes (it changes
-   * attributes on <body>), e.g. to redraw canvases with the new colours; until dispose.
-   */
-  _watchTheme(fn) {
-    if (typeof MutationObserver === "undefined" || !document.body) return;
-    const observer = new MutationObserver(fn);
-    observer.observe(document.body, { attributes: true, attributeFilter: ["data-jp-theme-name", "data-jp-theme-light"] });
-    this._onDispose(() => observer.disconnect());
-  }
-
   /** Write a trait to the kernel. */
   _setTrait(name, value) {
     this.model.set(name, value);

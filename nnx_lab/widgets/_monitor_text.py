@@ -20,6 +20,8 @@ log = logging.getLogger("nnx_lab.widgets")
 
 _PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 _MAX_PNG_BYTES = 4 * 1024 * 1024
+# a run's states past which its summary no longer changes
+_ENDED = frozenset({"stopped", "finished", "failed", "interrupted", "skipped"})
 
 
 class MonitorText:
@@ -114,30 +116,48 @@ class MonitorText:
             self._fallback = handle
 
     def _fallback_bundle(self) -> dict[str, str]:
+        """The reopened notebook's output, saying only what it holds: the picture when
+        a view sent one (and the run's state it shows), else that there is none; a run
+        still going when the output was last written is said to be so."""
         run_id = self.run_id
         summary = self.summary()
         if run_id:
             hint = (
-                f"This is a static picture saved with the notebook. To bring the live "
-                f'monitor back, run <code>TrainingMonitor.from_run("{html.escape(run_id)}")'
-                f"</code> (from <code>nnx_lab.widgets</code>)."
+                f'To bring the live monitor back, run <code>TrainingMonitor.from_run("'
+                f'{html.escape(run_id)}")</code> (from <code>nnx_lab.widgets</code>).'
             )
             text_hint = f'TrainingMonitor.from_run("{run_id}") brings the live monitor back.'
         else:
             hint = "The live monitor needs its kernel: run this cell again."
             text_hint = hint
+        picture = self._snapshot_png is not None
+        shown = self.snapshot_of.rpartition(":")[2] if picture else ""
+        if picture:
+            when = html.escape(shown or "as drawn")
+            what = f"A static picture of the charts ({when}), saved with the notebook."
+        elif run_id:
+            what = "No picture of the charts was saved with this output: only the text below."
+        else:
+            what = ""
+        state = f"TrainingMonitor({summary})"
+        if run_id and not self._lanes and self.status not in _ENDED:
+            state += (
+                f", as this output was last written while the run was {self.status}: "
+                "the run's metrics.jsonl holds what followed"
+            )
         image = ""
-        if self._snapshot_png is not None:
+        if picture:
             data = base64.b64encode(self._snapshot_png).decode("ascii")
             image = (
                 f'<img src="data:image/png;base64,{data}" alt="TrainingMonitor: '
                 f'{html.escape(summary)}" style="max-width: 100%; display: block">'
             )
+        lead = f"{what} " if what else ""
         body = (
             f'<div class="nnx-monitor-snapshot">{image}'
-            f"<p><b>TrainingMonitor</b> ({html.escape(summary)}). {hint}</p></div>"
+            f"<p>{lead}<b>{html.escape(state)}</b>. {hint}</p></div>"
         )
-        return {"text/html": body, "text/plain": f"TrainingMonitor({summary}). {text_hint}"}
+        return {"text/html": body, "text/plain": f"{lead}{state}. {text_hint}"}
 
     def _update_fallback(self) -> None:
         handle = self._fallback

@@ -176,7 +176,7 @@ def test_the_log_toggle_changes_the_loss_axis(quickstart: Finished):
     expect(chart).not_to_have_attribute("data-y-range", ",".join(f"{v:.6g}" for v in linear))
     lo, hi = (float(v) for v in chart.get_attribute("data-y-range").split(","))
     assert lo > 0
-    assert hi / lo >= 10  # whole decades
+    assert hi / lo >= 10  # the loss falls by more than a decade
     assert chart.locator("canvas").screenshot() != before
     monitor.get_by_test_id("log-toggle").uncheck()
     expect(chart).to_have_attribute("data-log", "")

@@ -128,7 +128,7 @@ describe("Chart (uPlot)", () => {
     expect(c.plot.axes[1].label).toBe("accuracy");
   });
 
-  it("zooms to a range, follows the newest window, and resets", async () => {
+  it("zooms to a range, follows the newest window, and resets the zoom only", async () => {
     const zooms = [];
     const c = chart({ onZoom: (r) => zooms.push(r) });
     const x = F(Array.from({ length: 1000 }, (_, i) => i + 1));
@@ -149,11 +149,18 @@ describe("Chart (uPlot)", () => {
     c.setData(x3, [F(Array.from(x3, (v) => 1 / v))]);
     await settle();
     expect(c.ranges().x).toEqual([1150, 1200]); // the window follows
+    // a zoom lies over the window; resetting it goes back to the window, not to all
+    c.setXRange(1160, 1170);
+    await settle();
+    expect(c.ranges().x).toEqual([1160, 1170]);
     c.resetZoom();
     await settle();
-    expect(c.ranges().x).toEqual([1, 1200]);
+    expect(c.ranges().x).toEqual([1150, 1200]);
     expect(zooms.at(-1)).toBeNull();
     expect(zooms[0]).toEqual([100, 200]);
+    c.setXWindow(null);
+    await settle();
+    expect(c.ranges().x).toEqual([1, 1200]);
   });
 
   it("zooms to the x range a drag selects, and shift-drag pans", async () => {
@@ -298,5 +305,52 @@ describe("Chart fixed domains and dots (the explorers)", () => {
     expect(y).toBeCloseTo(c.plot.valToPos(0.2, "y", true), 6);
     const fill = ctx.calls.find((k) => k.op === "fill" && k.fillStyle === "#00ff00");
     expect(fill).toBeDefined();
+  });
+});
+
+describe("Chart and a theme switch", () => {
+  /** Make the host `w` px wide as the chart reads it (happy-dom lays nothing out). */
+  const widthOf = (c, w) => Object.defineProperty(c.host, "clientWidth", { configurable: true, get: () => w });
+
+  it("rebuilds with the new colours once the page is laid out again, at its container's width", async () => {
+    const c = chart({ series: [{ label: "a", color: "--test-line" }] });
+    widthOf(c, 800);
+    c.host.style.setProperty("--test-line", "#111111");
+    c.refreshTheme();
+    c.setData(F([1, 2, 3]), [F([3, 2, 1])]);
+    await settle();
+    expect(c.plot.width).toBe(800);
+    const before = c.plot;
+    // JupyterLab's switch: the attributes change, the shell is hidden (0 px) in the same
+    // task and shown again at the next frame
+    widthOf(c, 0);
+    c.host.style.setProperty("--test-line", "#eeeeee");
+    document.body.dataset.jpThemeLight = "false";
+    document.body.dataset.jpThemeName = "JupyterLab Dark";
+    await Promise.resolve();
+    requestAnimationFrame(() => widthOf(c, 640));
+    await settle(80);
+    expect(c.plot).not.toBe(before); // rebuilt: new fonts and colours
+    expect(c.plot.width).toBe(640); // the container's, not a made-up 600 nor the old 800
+    expect(c.plot.series[1].stroke()).toBe("#eeeeee");
+    expect(c.plot.data[0]).toEqual([1, 2, 3]); // the data stays
+    delete document.body.dataset.jpThemeLight;
+    delete document.body.dataset.jpThemeName;
+  });
+
+  it("keeps its width while its host has none (a hidden tab), and stops listening once destroyed", async () => {
+    const c = chart();
+    widthOf(c, 500);
+    c.refreshTheme();
+    widthOf(c, 0);
+    c.refreshTheme();
+    expect(c.plot.width).toBe(500);
+    c.destroy();
+    charts = charts.filter((x) => x !== c);
+    document.body.dataset.jpThemeName = "JupyterLab Light";
+    await settle(80);
+    expect(c.plot).toBeNull();
+    delete document.body.dataset.jpThemeName;
+    c.host.remove();
   });
 });

@@ -143,7 +143,7 @@ describe("TrainingMonitor view", () => {
     expect(hi / lo).toBeGreaterThan(100); // 1/500 .. 1 spans decades
   });
 
-  it("shows the last N steps and follows new ones; zoom resets", async () => {
+  it("shows the last N steps and follows new ones; Reset zoom undoes a zoom and keeps the window", async () => {
     const model = fakeModel();
     await shown(model, { steps: [1, 5000] });
     q("window").value = "1000";
@@ -155,11 +155,21 @@ describe("TrainingMonitor view", () => {
     model.custom(u.content, u.buffers);
     await settle();
     expect(view.lossChart.ranges().x).toEqual([4500, 5500]);
+    expect(q("reset-zoom").disabled).toBe(true); // a window is not a zoom
+    view.lossChart.setXRange(4600, 4700); // a drag on the chart
+    await settle();
+    expect(view.lrChart.ranges().x).toEqual([4600, 4700]);
     expect(q("reset-zoom").disabled).toBe(false);
     q("reset-zoom").click();
     await settle();
+    expect(view.lossChart.ranges().x).toEqual([4500, 5500]); // back to the window, not to every step
+    expect(view.lrChart.ranges().x).toEqual([4500, 5500]);
+    expect(q("window").value).toBe("1000");
+    expect(q("reset-zoom").disabled).toBe(true);
+    q("window").value = "all";
+    q("window").dispatchEvent(new Event("change"));
+    await settle();
     expect(view.lossChart.ranges().x).toEqual([1, 5500]);
-    expect(q("window").value).toBe("all");
   });
 
   it("smooths with the slider at once and writes the trait once it rests", async () => {
@@ -230,6 +240,37 @@ describe("TrainingMonitor view", () => {
     expect(view.epochReadout.textContent).toBe("epoch 2 · val loss 0.5 · val accuracy 0.502 · train loss 1");
   });
 
+  it("says no epoch has ended instead of an empty chart and a blank picker", async () => {
+    const model = fakeModel({ status: "running" });
+    await shown(model, { steps: [1, 7], epochs: [1, 0] });
+    expect(q("epoch-empty").hidden).toBe(false);
+    expect(q("epoch-empty").textContent).toMatch(/^No epoch has ended yet/);
+    expect(q("metric-select").disabled).toBe(true);
+    expect([...q("metric-select").options].map((o) => o.textContent)).toEqual(["no epoch yet"]);
+    model.set("status", "failed"); // at step 7
+    expect(q("epoch-empty").textContent).toBe("No epoch ended: the run failed before the end of its first epoch.");
+    const u = update(2, [op("epochs", 0, epochColumns(1, 1))]);
+    model.custom(u.content, u.buffers);
+    await settle();
+    expect(q("epoch-empty").hidden).toBe(true);
+    expect(q("metric-select").disabled).toBe(false);
+    expect(q("metric-select").value).toBe("loss");
+  });
+
+  it("ticks its axes in whole steps and epochs, in one format per axis", async () => {
+    const model = fakeModel();
+    await shown(model, { steps: [1, 3], epochs: [1, 3] });
+    for (const c of [view.lossChart, view.epochChart, view.lrChart]) {
+      for (const v of c.plot.axes[0]._splits) expect(Number.isInteger(v), `${c.opts.title}: ${v}`).toBe(true);
+    }
+    const u = update(2, [op("steps", 3, stepColumns(4, 12000))]);
+    model.custom(u.content, u.buffers);
+    await settle();
+    const labels = view.lossChart.plot.axes[0]._values.filter(Boolean);
+    expect(labels.length).toBeGreaterThan(1);
+    for (const t of labels) expect(t).toMatch(/^(0|\d+(\.\d+)?k)$/);
+  });
+
   it("exports the step series as CSV", async () => {
     const model = fakeModel({ run_id: "abcdef0123" });
     await shown(model, { steps: [1, 3] });
@@ -242,7 +283,7 @@ describe("TrainingMonitor view", () => {
     q("export-csv-steps").click();
     const text = await blobs[0].text();
     const lines = text.trim().split("\n");
-    expect(lines[0]).toBe("first,step,loss,loss:min,loss:max,lr,n,bad,smoothed");
+    expect(lines[0]).toBe("first,step,loss,lr,n,bad,smoothed");
     expect(lines).toHaveLength(4);
     expect(lines[2].split(",").slice(0, 2)).toEqual(["2", "2"]);
     expect(Number(lines[2].split(",")[2])).toBeCloseTo(0.5);

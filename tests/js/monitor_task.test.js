@@ -1,3 +1,5 @@
+import { readFileSync } from "node:fs";
+import { resolve } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { firstMetric, metricTitle } from "../../js/monitor/task.js";
 import { MonitorView } from "../../js/monitor/view.js";
@@ -74,6 +76,29 @@ describe("TrainingMonitor view: declared tasks and the monitor", () => {
     expect(view.epochChart.plot.axes[1].label).toBe("accuracy");
     view._renderEpochs(); // new rows arrive: the pick stays
     expect(q("metric-select").value).toBe("accuracy");
+  });
+
+  it("shows the columns a regression has: none of the classification metrics it never computed", async () => {
+    const model = fakeModel({ status: "finished", task_kind: "regression", monitor_metric: "val.mae", monitor_mode: "min" });
+    const cols = regressionEpochs();
+    for (const name of ["error", "accuracy", "precision", "recall", "f1"]) {
+      const missing = [NaN, NaN, NaN, NaN];
+      cols[`val.${name}`] = ["float32", missing];
+      cols[`val.${name}:min`] = ["float32", missing];
+      cols[`val.${name}:max`] = ["float32", missing];
+    }
+    await shown(model, cols);
+    const heads = [...q("epochs-table").querySelectorAll("th")].map((th) => th.textContent);
+    expect(heads).toEqual(["epoch", "step", "train loss", "train mse", "train mae", "val loss", "val mse", "val mae", "monitor: val mae ↓", "lr", "time"]);
+    const offered = [...q("metric-select").options].map((o) => o.value);
+    expect(offered).toEqual(["loss", "mse", "mae"]);
+    // the monitor's column on one line; the epoch stays in view when the table scrolls
+    const row = q("epochs-table").querySelector("tbody tr");
+    expect(row.children[heads.indexOf("monitor: val mae ↓")].className).toContain("nnx-nowrap");
+    expect(row.children[0].className).toContain("nnx-sticky");
+    expect(q("epochs-table").querySelector("th").className).toContain("nnx-sticky");
+    const css = readFileSync(resolve("js/monitor/monitor.css"), "utf8");
+    expect(css).toMatch(/\.nnx-table \.nnx-sticky \{ position: sticky; left: 0;/);
   });
 
   it("a run without a task or monitor keeps the plain table", async () => {

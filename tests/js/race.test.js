@@ -95,6 +95,12 @@ describe("TrainingMonitor view with several runs", () => {
     expect(view.epochChart.plot.series.slice(1).map((s) => s.label)).toEqual(["base", "fast"]);
     expect(view.epochChart.plot.data[0]).toEqual([1, 2, 3]);
     expect(view.epochChart.plot.data[1]).toEqual([1, 0.5, expect.closeTo(1 / 3, 5)]);
+    expect(view.epochChart.plot.axes[1].label).toBe("val loss"); // the metric, not "value"
+    q("metric-select").value = "accuracy";
+    q("metric-select").dispatchEvent(new Event("change"));
+    expect(view.epochChart.plot.axes[1].label).toBe("val accuracy");
+    q("metric-select").value = "loss";
+    q("metric-select").dispatchEvent(new Event("change"));
     // legend and runs table
     const legendItems = [...q("race-legend").querySelectorAll(".nnx-legend-item")].map((n) => n.textContent);
     expect(legendItems).toEqual(["base", "fast"]);

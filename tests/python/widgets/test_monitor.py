@@ -387,6 +387,27 @@ def test_the_fallback_says_how_to_get_the_monitor_back(monitor):
     assert f'TrainingMonitor.from_run("{RUN}") brings the live monitor back' in after["text/plain"]
 
 
+def test_the_fallback_says_what_it_holds_and_when_it_was_written(monitor):
+    events = scripted_run(run_id=RUN, n_epochs=1, steps_per_epoch=3)
+    feed(monitor, events[:1])  # the run has started: the output is written now
+    running = monitor._fallback_bundle()
+    for text in (running["text/html"], running["text/plain"]):
+        assert "static picture" not in text  # there is none to promise
+        assert "No picture of the charts was saved with this output" in text
+        assert "last written while the run was running" in text
+        assert "metrics.jsonl holds what followed" in text
+    feed(monitor, events[1:])
+    ended = monitor._fallback_bundle()
+    assert "last written while" not in ended["text/plain"]
+    assert "status=finished" in ended["text/plain"]
+    monitor._dispatch_frontend_msg(
+        monitor, {"kind": "snapshot_png", "run_id": RUN, "status": "finished"}, [PNG]
+    )
+    pictured = monitor._fallback_bundle()["text/html"]
+    assert "A static picture of the charts (finished), saved with the notebook." in pictured
+    assert "No picture" not in pictured
+
+
 class _ScriptedModel:
     """Stands in for NNModel: train() feeds scripted events to its callbacks."""
 
