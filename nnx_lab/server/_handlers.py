@@ -122,11 +122,15 @@ class RunStopHandler(_RunsHandler):
         if not isinstance(reason, str):
             self._refuse(ApiError(400, f"reason={reason!r}: pass a text"))
             return
+        # The writer records "<reason> by <who>"; the default reason names the panel
+        # already, so "by" is the person alone (it once read "... from the JupyterLab
+        # runs panel by JupyterLab runs panel (name)").
+        await self._answer(self.service.stop, key, run_id, reason=reason, by=self._who())
+
+    def _who(self) -> str:
         user = self.current_user
-        name = getattr(user, "display_name", None) or getattr(user, "username", None) or "user"
-        await self._answer(
-            self.service.stop, key, run_id, reason=reason, by=f"JupyterLab runs panel ({name})"
-        )
+        name = getattr(user, "display_name", None) or getattr(user, "username", None)
+        return str(name) if name else "a JupyterLab user"
 
 
 class CompareHandler(_RunsHandler):

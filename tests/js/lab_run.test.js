@@ -195,7 +195,7 @@ describe("RunModel under the monitor's view", () => {
 
 describe("RunView", () => {
   it("names the run and its folder and says what of its log was damaged", async () => {
-    const api = fakeApi({ lines: runLog({ runId: ID, steps: 4 }) });
+    const api = fakeApi({ lines: runLog({ runId: ID, steps: 4, perEpoch: 2 }) });
     api.text += "this is not json\n";
     const host = document.createElement("div");
     document.body.append(host);
@@ -206,6 +206,8 @@ describe("RunView", () => {
     expect(q(host, "run-problems").textContent).toMatch(/1 damaged line of metrics.jsonl skipped/);
     await until(() => q(host, "loss-chart").dataset.points === "4");
     expect(q(host, "status").textContent).toBe("finished");
+    // the log's "improved": true is the table's ★ BEST mark
+    await until(() => (q(host, "epochs-table") || { textContent: "" }).textContent.includes("★"));
     v.dispose();
     expect(host.children.length).toBe(0);
     host.remove();
