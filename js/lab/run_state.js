@@ -5,7 +5,8 @@ import { BucketSeries, Reduce } from "../shared/buckets.js";
 
 const NOT_METRICS = new Set(["samples"]);
 const TERMINAL = new Set(["stopped", "finished", "failed"]);
-const RATE_WINDOW_MS = 10_000;
+// Rates are measured over at least this much of the writer's clock (the log's times).
+const RATE_WINDOW_S = 10;
 
 /** A log value as a number: the server sends non-finite floats as text. */
 export function num(v) {
@@ -99,7 +100,12 @@ export class RunState {
     this._lastFinite = null;
     this._nonfiniteSince = null;
     this._nonfiniteSteps = 0;
-    this._rate = []; // [ms, step, samples] as the log grew, while live
+    this._epochSeconds = 0;
+    // [writer's clock s, step, samples]: the run's start, each epoch's end (its start
+    // plus the epochs' seconds), and the server's clock at ticks that found the log read
+    // to its end. Never our own clock while the log is replayed: a replay reads minutes
+    // of steps in milliseconds, and a rate over it was wildly high (91,190 samples/s).
+    this._clock = [];
   }
 
   /** Apply events from the log (objects as the server sends them). */
@@ -133,6 +139,7 @@ export class RunState {
     this._startStep = Number(ev.start_step) || 0;
     this._stepsPerEpoch = Number.isFinite(ev.steps_per_epoch) ? ev.steps_per_epoch : null;
     this._startedAt = Number.isFinite(ev.time) ? ev.time : null;
+    if (this._startedAt !== null) this._clock.push([this._startedAt, this._startStep, 0]);
     const startEpoch = Number(ev.start_epoch) || 1;
     this._nEpochsRun = Number(ev.n_epochs) || 0;
     const t = this.traits;
@@ -196,6 +203,11 @@ export class RunState {
       }
     }
     this.epochs.extend(row);
+    const secs = num(ev.seconds);
+    if (this._startedAt !== null && Number.isFinite(secs) && secs >= 0) {
+      this._epochSeconds += secs;
+      this._mark(this._startedAt + this._epochSeconds, Number(ev.step) || 0);
+    }
     const t = this.traits;
     t.step = Math.max(t.step, Number(ev.step) || 0);
     t.epoch = Math.max(t.epoch, Number(ev.epoch) || 0);
@@ -219,30 +231,31 @@ export class RunState {
     }
   }
 
+  /** A point of the writer's clock: at time `at` (s) the run had done `step`. */
+  _mark(at, step) {
+    const last = this._clock[this._clock.length - 1];
+    if (last && (at < last[0] || step < last[1])) return; // the clock runs forward only
+    this._clock.push([at, step, this._samples]);
+  }
+
   /**
    * Refresh the counters (elapsed, rates, ETA, the loss) as of now.
    * @param {number} serverNow  the server's clock, in seconds (the writer's machine, usually)
+   * @param {boolean} [caughtUp]  the log was read to its end: its last step is about now
    */
-  tick(serverNow) {
+  tick(serverNow, caughtUp = true) {
     const t = this.traits;
-    const nowMs = this.now();
     if (this._startedAt !== null) {
       const end = this._finishedAt ?? (this.finished ? this._startedAt : serverNow);
       t.elapsed = Math.max(0, end - this._startedAt);
     }
     t.samples = this._samples;
-    if (!this.finished && t.status === "running") {
-      this._rate.push([nowMs, t.step, this._samples]);
-      while (this._rate.length > 2 && nowMs - this._rate[0][0] > RATE_WINDOW_MS) this._rate.shift();
-    }
+    const live = !this.finished && t.status === "running";
+    if (live && caughtUp && Number.isFinite(serverNow)) this._mark(serverNow, t.step);
     let sps = null;
     let stepsPs = null;
-    const w = this._rate;
-    if (!this.finished && w.length >= 2 && w[w.length - 1][0] - w[0][0] >= 500 && w[w.length - 1][1] > w[0][1]) {
-      const dt = (w[w.length - 1][0] - w[0][0]) / 1000;
-      sps = (w[w.length - 1][2] - w[0][2]) / dt;
-      stepsPs = (w[w.length - 1][1] - w[0][1]) / dt;
-    } else if (t.elapsed > 0 && this._samples > 0) {
+    if (live) [sps, stepsPs] = this._liveRate();
+    else if (t.elapsed > 0 && this._samples > 0) {
       sps = this._samples / t.elapsed;
       stepsPs = (t.step - this._startStep) / t.elapsed;
     }
@@ -255,5 +268,19 @@ export class RunState {
     }
     t.loss_nonfinite_since = this._nonfiniteSince;
     t.loss_nonfinite_steps = this._nonfiniteSteps;
+  }
+
+  /** [samples/s, steps/s] over the last RATE_WINDOW_S of the writer's clock (or all of
+   * it, while the run is younger), or [null, null] before two points are known. */
+  _liveRate() {
+    const pts = this._clock;
+    if (pts.length < 2) return [null, null];
+    const now = pts[pts.length - 1][0];
+    while (pts.length > 2 && pts[1][0] <= now - RATE_WINDOW_S) pts.shift();
+    const [t0, step0, samples0] = pts[0];
+    const [t1, step1, samples1] = pts[pts.length - 1];
+    const dt = t1 - t0;
+    if (!(dt >= 0.5) || step1 <= step0) return [null, null];
+    return [(samples1 - samples0) / dt, (step1 - step0) / dt];
   }
 }

@@ -29,6 +29,41 @@ describe("RunState", () => {
     expect(s.config).toEqual({ train: { seed: 1 } });
   });
 
+  it("derives samples/s and the ETA from the log's times, never from how fast it was read", () => {
+    // 300 steps of 32 samples in 60 s (3 epochs of 20 s) of a 10-epoch run, opened at 1062
+    const lines = runLog({ steps: 300, perEpoch: 100, finished: null });
+    lines[0].n_epochs = 10;
+    for (const l of lines) if (l.event === "epoch_ended") l.seconds = 20;
+    let ms = 0;
+    const s = new RunState({ now: () => ms });
+    // the replay: three pages 0.6 s apart, the log read to its end at the last
+    for (const [page, caughtUp] of [[lines.slice(0, 120), false], [lines.slice(120, 250), false], [lines.slice(250), true]]) {
+      s.apply(page);
+      s.tick(1062, caughtUp);
+      ms += 600; // our clock moves on between pages; the replay is not the run
+    }
+    // over the last 10 s or more of the writer's clock: epoch 2's end (1040) to now (1062)
+    expect(s.traits.samples_per_sec).toBeCloseTo((100 * 32) / 22, 2);
+    expect(s.traits.eta).toBeCloseTo((1000 - 300) / (100 / 22), 1);
+    // followed live: 25 more steps by 1067
+    s.apply(runLog({ steps: 325, perEpoch: 100, finished: null }).filter((l) => l.event === "step" && l.step > 300));
+    s.tick(1067, true);
+    expect(s.traits.samples_per_sec).toBeCloseTo((125 * 32) / 27, 2);
+    // a page that is not the log's end says nothing of now: the rate stands
+    s.apply(runLog({ steps: 400, perEpoch: 100, finished: null }).filter((l) => l.event === "step" && l.step > 325));
+    s.tick(1090, false);
+    expect(s.traits.samples_per_sec).toBeCloseTo((125 * 32) / 27, 2);
+  });
+
+  it("has no rate before the log's clock says two things", () => {
+    const s = new RunState();
+    const lines = runLog({ steps: 50, perEpoch: 100, finished: null });
+    s.apply(lines);
+    s.tick(1000.2, false);
+    expect(s.traits.samples_per_sec).toBeNull();
+    expect(s.traits.eta).toBeNull();
+  });
+
   it("reads non-finite losses sent as text, and says since when", () => {
     const s = new RunState();
     s.apply(runLog({ steps: 6, perEpoch: 10, loss: (x) => (x >= 4 ? NaN : 1), finished: null }));
