@@ -106,6 +106,12 @@ export class RunState {
     // to its end. Never our own clock while the log is replayed: a replay reads minutes
     // of steps in milliseconds, and a rate over it was wildly high (91,190 samples/s).
     this._clock = [];
+    // the same points kept whole, [step, s], for the compare panel's time axes, and
+    // [step, epoch] at each epoch's end; `_live` is the latest [step, s] of a live run
+    this._times = [];
+    this._epochEnds = [];
+    this._live = null;
+    this._startEpoch = 1;
   }
 
   /** Apply events from the log (objects as the server sends them). */
@@ -140,7 +146,9 @@ export class RunState {
     this._stepsPerEpoch = Number.isFinite(ev.steps_per_epoch) ? ev.steps_per_epoch : null;
     this._startedAt = Number.isFinite(ev.time) ? ev.time : null;
     if (this._startedAt !== null) this._clock.push([this._startedAt, this._startStep, 0]);
+    if (this._startedAt !== null) this._times.push([this._startStep, this._startedAt]);
     const startEpoch = Number(ev.start_epoch) || 1;
+    this._startEpoch = startEpoch;
     this._nEpochsRun = Number(ev.n_epochs) || 0;
     const t = this.traits;
     t.status = "running";
@@ -207,7 +215,10 @@ export class RunState {
     if (this._startedAt !== null && Number.isFinite(secs) && secs >= 0) {
       this._epochSeconds += secs;
       this._mark(this._startedAt + this._epochSeconds, Number(ev.step) || 0);
+      this._time(Number(ev.step) || 0, this._startedAt + this._epochSeconds);
     }
+    const last = this._epochEnds[this._epochEnds.length - 1];
+    if (Number.isFinite(Number(ev.step)) && (!last || Number(ev.step) >= last[0])) this._epochEnds.push([Number(ev.step), Number(ev.epoch)]);
     const t = this.traits;
     t.step = Math.max(t.step, Number(ev.step) || 0);
     t.epoch = Math.max(t.epoch, Number(ev.epoch) || 0);
@@ -222,6 +233,7 @@ export class RunState {
     this._finishedAt = Number.isFinite(ev.time) ? ev.time : null;
     const t = this.traits;
     t.step = Math.max(t.step, Number(ev.steps) || 0);
+    if (this._finishedAt !== null) this._time(t.step, this._finishedAt);
     t.status = TERMINAL.has(ev.status) ? ev.status : "finished";
     t.stop_reason = typeof ev.stop_reason === "string" ? ev.stop_reason : "";
     if (ev.status === "failed") {
@@ -229,6 +241,33 @@ export class RunState {
       if (typeof ev.traceback === "string" && ev.traceback) text += `\n\n${ev.traceback.trimEnd()}`;
       t.error = text;
     }
+  }
+
+  /** A point of the run's timeline, kept whole (forward only, as _mark). */
+  _time(step, at) {
+    const last = this._times[this._times.length - 1];
+    if (last && (at < last[1] || step < last[0])) return;
+    this._times.push([step, at]);
+  }
+
+  /**
+   * Where the run's steps fall, for the compare panel's axes (compare_axes.js): its
+   * first step and epoch, its latest and planned steps, and its timeline.
+   * @returns {import("./compare_axes.js").AxisInfo}
+   */
+  axisInfo() {
+    const times = [...this._times];
+    const last = times[times.length - 1];
+    if (!this.finished && this._live && (!last || (this._live[0] >= last[0] && this._live[1] >= last[1]))) times.push(this._live);
+    return {
+      startStep: this._startStep,
+      startEpoch: this._startEpoch,
+      lastStep: this.traits.step,
+      totalSteps: this.finished ? this.traits.step : this.traits.total_steps, // a run ended early is whole
+      startedAt: this._startedAt,
+      times,
+      epochs: [...this._epochEnds],
+    };
   }
 
   /** A point of the writer's clock: at time `at` (s) the run had done `step`. */
@@ -251,7 +290,10 @@ export class RunState {
     }
     t.samples = this._samples;
     const live = !this.finished && t.status === "running";
-    if (live && caughtUp && Number.isFinite(serverNow)) this._mark(serverNow, t.step);
+    if (live && caughtUp && Number.isFinite(serverNow)) {
+      this._mark(serverNow, t.step);
+      this._live = [t.step, serverNow];
+    }
     let sps = null;
     let stepsPs = null;
     if (live) [sps, stepsPs] = this._liveRate();

@@ -248,3 +248,54 @@ describe("RunView", () => {
     host.remove();
   });
 });
+
+describe("RunView's name", () => {
+  it("shows the run's name, renames it in place, and says why a name was refused", async () => {
+    const api = fakeApi({ lines: runLog({ runId: ID, steps: 4 }) });
+    api.name = "first";
+    const host = document.createElement("div");
+    document.body.append(host);
+    const titles = [];
+    const v = new RunView(host, { api, folder: "rk", runId: ID, pollMs: 5, onName: (n) => titles.push(n) });
+    await until(() => q(host, "run-name").textContent === "first");
+    expect(titles).toEqual(["first"]);
+    const where = q(host, "run-where");
+    expect(where.firstElementChild).toBe(q(host, "run-name")); // the name first, the id after
+    q(host, "run-rename").click();
+    const input = q(host, "run-name-input");
+    expect(input.value).toBe("first");
+    // a refusal is shown, the name kept, the box left open
+    api.renameError = Object.assign(new Error("name='a\\nb' is invalid: use plain text on one line"), { status: 400 });
+    input.value = "bad name";
+    input.dispatchEvent(new KeyboardEvent("keydown", { key: "Enter" }));
+    await until(() => !q(host, "run-rename-error").hidden);
+    expect(q(host, "run-rename-error").textContent).toMatch(/Not renamed: .*one line/);
+    expect(q(host, "run-name-input")).not.toBeNull();
+    api.renameError = null;
+    input.value = "high lr";
+    q(host, "run-name-save").click();
+    await until(() => q(host, "run-name").textContent === "high lr");
+    expect(q(host, "run-rename-error").hidden).toBe(true);
+    expect(q(host, "run-name-input")).toBeNull();
+    expect(api.calls.filter((c) => c[0] === "rename").map((c) => c[3])).toEqual(["bad name", "high lr"]);
+    expect(titles[titles.length - 1]).toBe("high lr");
+    // Escape leaves the name as it was
+    q(host, "run-rename").click();
+    q(host, "run-name-input").value = "other";
+    q(host, "run-name-input").dispatchEvent(new KeyboardEvent("keydown", { key: "Escape" }));
+    expect(q(host, "run-name").textContent).toBe("high lr");
+    await new Promise((r) => setTimeout(r, 30)); // later reads of the run keep the new name
+    expect(q(host, "run-name").textContent).toBe("high lr");
+    v.dispose();
+    host.remove();
+  });
+
+  it("says a run has no name", async () => {
+    const api = fakeApi({ lines: runLog({ runId: ID, steps: 2 }) });
+    const host = document.createElement("div");
+    const v = new RunView(host, { api, folder: "rk", runId: ID, pollMs: 5 });
+    await until(() => q(host, "run-name").dataset.empty === "true");
+    expect(q(host, "run-name").textContent).toBe("unnamed");
+    v.dispose();
+  });
+});
