@@ -266,6 +266,7 @@ export class CompareView {
     );
     this.epochChart.setData(epochs.x, epochs.ys);
     this.lossFig.dataset.points = String(loss.x.length);
+    this.lossFig.dataset.xMax = loss.x.length ? String(loss.x[loss.x.length - 1]) : "";
     this.epochFig.dataset.metric = metric;
     const parts = this.followers.map((f, i) => {
       const t = f.state.traits;

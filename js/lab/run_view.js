@@ -72,7 +72,7 @@ export class RunView {
   /** Edit the name in place: Enter (or Save) renames, Escape (or Cancel) leaves it. */
   startRename() {
     if (!this.renameBox.hidden) return;
-    const input = h("input", { type: "text", class: "nnx-input", value: this.name || "", maxlength: "100", "aria-label": "The run's name", "data-testid": "run-name-input" });
+    const input = h("input", { type: "text", class: "nnx-input", value: this.name || "", "aria-label": "The run's name", "data-testid": "run-name-input" });
     const save = h("button", { type: "button", class: "nnx-tool", text: "Save", "data-testid": "run-name-save" });
     const cancel = h("button", { type: "button", class: "nnx-tool", text: "Cancel", "data-testid": "run-name-cancel" });
     const done = () => {
