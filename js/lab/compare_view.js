@@ -132,8 +132,10 @@ export class CompareView {
       h("label", { class: "nnx-range" }, ["smoothing", this.smoothing]),
       h("label", {}, ["per epoch: ", this.metricSelect]),
     ]);
-    this.lossFig = h("figure", { class: "nnx-chart nnx-chart-wide", "data-testid": "compare-loss-chart" }, [h("figcaption", { text: "Training loss per step (smoothed)" })]);
-    this.epochFig = h("figure", { class: "nnx-chart nnx-chart-wide", "data-testid": "compare-epoch-chart" }, [h("figcaption", { text: "Per epoch" })]);
+    this.lossCaption = h("figcaption", { text: "Training loss (smoothed)" });
+    this.epochCaption = h("figcaption", { text: "Per epoch" });
+    this.lossFig = h("figure", { class: "nnx-chart nnx-chart-wide", "data-testid": "compare-loss-chart" }, [this.lossCaption]);
+    this.epochFig = h("figure", { class: "nnx-chart nnx-chart-wide", "data-testid": "compare-epoch-chart" }, [this.epochCaption]);
     this.status = h("div", { class: "nnx-compare-status", "data-testid": "compare-status" });
     this.diffNote = h("p", { class: "nnx-note", "data-testid": "compare-note" });
     this.diffTable = h("table", { class: "nnx-table nnx-compare-diff", "data-testid": "compare-diff" });
@@ -178,6 +180,8 @@ export class CompareView {
       xFormat: format,
       yFormat: fmtValue,
     });
+    this.lossCaption.textContent = `Training loss (smoothed) by ${label}`;
+    this.epochCaption.textContent = `Per epoch, by ${label}`;
     this.lossFig.dataset.axis = this.axis;
     this.epochFig.dataset.axis = this.axis;
   }

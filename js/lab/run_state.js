@@ -74,7 +74,11 @@ export function emptyTraits(runId = "") {
 }
 
 export class RunState {
-  /** @param {{maxPoints?: number, maxEpochs?: number, now?: () => number}} [opts] */
+  /**
+   * @param {{maxPoints?: number, maxEpochs?: number, now?: () => number}} [opts]  `now`:
+   *   the browser's clock (ms), which no counter reads: rates and the ETA are measured
+   *   on the log's clock (the tests move `now` to show it)
+   */
   constructor({ maxPoints = 20_000, maxEpochs = 5_000, now = () => Date.now() } = {}) {
     this.maxPoints = maxPoints + (maxPoints % 2);
     this.maxEpochs = maxEpochs + (maxEpochs % 2);
