@@ -39,6 +39,11 @@ export class RunsApi {
     return this.request(`runs/${enc(folder)}/${enc(runId)}/stop`, { method: "POST", body: JSON.stringify({ reason }) });
   }
 
+  /** Give a run a new name (an empty one removes it); the server answers {name}. */
+  rename(folder, runId, name) {
+    return this.request(`runs/${enc(folder)}/${enc(runId)}/name`, { method: "PUT", body: JSON.stringify({ name }) });
+  }
+
   /** @param {{folder: string, runId: string}[]} runs */
   compare(runs) {
     return this.request(`compare?${runs.map((r) => `run=${enc(`${r.folder}/${r.runId}`)}`).join("&")}`);

@@ -1,11 +1,14 @@
-// Comparing runs: their curves overlaid (one colour per run) and how their
-// configurations differ (the run.yaml values that differ, marked where they change the
-// run id; the server computes it with nnx_lab.plans.compare_records). Running runs
-// are followed live, as in a run's panel.
+// Comparing runs: their curves overlaid (one colour per run) on the x axis the user
+// picks (step, relative or wall time, epoch, or each run's fraction of itself:
+// compare_axes.js), and how their configurations differ (the run.yaml values that
+// differ, marked where they change the run id; the server computes it with
+// nnx_lab.plans.compare_records), in a table that scrolls sideways with its first
+// column kept in view. Running runs are followed live, as in a run's panel.
 import { smoothLoss } from "../monitor/smoothing.js";
 import { Chart } from "../shared/chart.js";
 import { h, legend } from "../shared/dom.js";
-import { fmtStep, fmtValue } from "../shared/format.js";
+import { fmtValue } from "../shared/format.js";
+import { AXES, axisFormat, stepsToX } from "./compare_axes.js";
 import { shownValue } from "./format_lab.js";
 import { RunFollower } from "./run_follow.js";
 
@@ -67,6 +70,27 @@ export function diffRows(report) {
   }));
 }
 
+/** What a run is called in the panel: its name, else the start of its id. */
+export function runName(r) {
+  return typeof r.name === "string" && r.name ? r.name : String(r.runId).slice(0, 8);
+}
+
+/** A series without the points its x is unknown for (a time axis of a log without times). */
+function finiteX(s) {
+  let n = 0;
+  for (let i = 0; i < s.x.length; i++) if (Number.isFinite(s.x[i])) n++;
+  if (n === s.x.length) return s;
+  const x = new Float64Array(n);
+  const y = new Float64Array(n);
+  let k = 0;
+  for (let i = 0; i < s.x.length; i++) {
+    if (!Number.isFinite(s.x[i])) continue;
+    x[k] = s.x[i];
+    y[k++] = s.y[i];
+  }
+  return { x, y };
+}
+
 export class CompareView {
   /**
    * @param {HTMLElement} host
@@ -75,7 +99,8 @@ export class CompareView {
    */
   constructor(host, { api, runs, pollMs }) {
     this.api = api;
-    this.runs = runs.map((r, i) => ({ ...r, color: RUN_COLORS[i % RUN_COLORS.length] }));
+    this.runs = runs.map((r, i) => ({ ...r, color: RUN_COLORS[i % RUN_COLORS.length], shown: runName(r) }));
+    this.axis = "step";
     this.node = h("div", { class: "nnx-compare", "data-testid": "compare-panel" });
     host.append(this.node);
     this._frame = 0;
@@ -94,19 +119,28 @@ export class CompareView {
 
   _build() {
     const title = h("div", { class: "nnx-compare-title" }, [h("span", { class: "nnx-label", text: `Comparing ${this.runs.length} runs` })]);
-    this.legend = legend(this.runs.map((r) => [`${r.runId.slice(0, 8)}${r.label ? ` (${r.label})` : ""}`, r.color]));
+    this.legend = legend(this.runs.map((r) => [`${r.shown}${r.label ? ` (${r.label})` : ""}`, r.color]));
     this.legend.dataset.testid = "compare-legend";
     this.smoothing = h("input", { type: "range", min: "0", max: "0.99", step: "0.01", value: "0.6", "aria-label": "Smoothing factor", "data-testid": "compare-smoothing" });
     this.smoothing.addEventListener("input", () => this._render());
     this.metricSelect = h("select", { class: "nnx-input", "aria-label": "Per-epoch metric", "data-testid": "compare-metric" });
     this.metricSelect.addEventListener("change", () => this._render());
-    const toolbar = h("div", { class: "nnx-toolbar" }, [h("label", { class: "nnx-range" }, ["smoothing", this.smoothing]), h("label", {}, ["per epoch: ", this.metricSelect])]);
-    this.lossFig = h("figure", { class: "nnx-chart nnx-chart-wide", "data-testid": "compare-loss-chart" }, [h("figcaption", { text: "Training loss per step (smoothed)" })]);
-    this.epochFig = h("figure", { class: "nnx-chart nnx-chart-wide", "data-testid": "compare-epoch-chart" }, [h("figcaption", { text: "Per epoch" })]);
-    const series = this.runs.map((r) => ({ label: r.runId.slice(0, 8), color: r.color, width: 2, spanGaps: true }));
+    this.axisSelect = h("select", { class: "nnx-input", "aria-label": "The charts' x axis", "data-testid": "compare-x" }, AXES.map((a) => h("option", { value: a.key, text: a.label })));
+    this.axisSelect.addEventListener("change", () => this.setAxis(this.axisSelect.value));
+    const toolbar = h("div", { class: "nnx-toolbar" }, [
+      h("label", {}, ["x axis: ", this.axisSelect]),
+      h("label", { class: "nnx-range" }, ["smoothing", this.smoothing]),
+      h("label", {}, ["per epoch: ", this.metricSelect]),
+    ]);
+    this.lossCaption = h("figcaption", { text: "Training loss (smoothed)" });
+    this.epochCaption = h("figcaption", { text: "Per epoch" });
+    this.lossFig = h("figure", { class: "nnx-chart nnx-chart-wide", "data-testid": "compare-loss-chart" }, [this.lossCaption]);
+    this.epochFig = h("figure", { class: "nnx-chart nnx-chart-wide", "data-testid": "compare-epoch-chart" }, [this.epochCaption]);
     this.status = h("div", { class: "nnx-compare-status", "data-testid": "compare-status" });
     this.diffNote = h("p", { class: "nnx-note", "data-testid": "compare-note" });
     this.diffTable = h("table", { class: "nnx-table nnx-compare-diff", "data-testid": "compare-diff" });
+    // a third run's column is never off-screen: the table scrolls, its first column stays
+    this.diffWrap = h("div", { class: "nnx-compare-diff-wrap", "data-testid": "compare-diff-scroll" }, [this.diffTable]);
     this.error = h("pre", { class: "nnx-error", role: "alert", "data-testid": "compare-error" });
     this.error.hidden = true;
     const charts = h("div", { class: "nnx-charts nnx-compare-charts" }, [this.lossFig, this.epochFig]);
@@ -118,27 +152,49 @@ export class CompareView {
       charts,
       h("h3", { class: "nnx-compare-h", text: "How the configurations differ" }),
       this.diffNote,
-      this.diffTable,
+      this.diffWrap,
       this.error,
     );
+    this._makeCharts();
+  }
+
+  /** The two charts, on the current x axis (made again when it changes). */
+  _makeCharts() {
+    const { label, format } = axisFormat(this.axis);
+    const series = this.runs.map((r) => ({ label: r.shown, color: r.color, width: 2, spanGaps: true }));
     this.lossChart = new Chart(this.lossFig, {
-      title: "Training loss per step of each run",
-      xLabel: "step",
+      title: `Training loss of each run by ${label}`,
+      xLabel: label,
       yLabel: "loss",
       height: 240,
       series: series.map((s) => ({ ...s })),
-      xFormat: fmtStep,
+      xFormat: format,
       yFormat: fmtValue,
     });
     this.epochChart = new Chart(this.epochFig, {
-      title: "Per-epoch metric of each run",
-      xLabel: "epoch",
+      title: `Per-epoch metric of each run by ${label}`,
+      xLabel: label,
       yLabel: "value",
       height: 200,
       series: series.map((s) => ({ ...s, points: true })),
-      xFormat: fmtStep,
+      xFormat: format,
       yFormat: fmtValue,
     });
+    this.lossCaption.textContent = `Training loss (smoothed) by ${label}`;
+    this.epochCaption.textContent = `Per epoch, by ${label}`;
+    this.lossFig.dataset.axis = this.axis;
+    this.epochFig.dataset.axis = this.axis;
+  }
+
+  /** Draw both charts on another x axis (a key of AXES). */
+  setAxis(axis) {
+    if (!AXES.some((a) => a.key === axis) || axis === this.axis) return;
+    this.axis = axis;
+    this.axisSelect.value = axis;
+    this.lossChart.destroy();
+    this.epochChart.destroy();
+    this._makeCharts();
+    this._render();
   }
 
   async _loadDiff() {
@@ -157,7 +213,7 @@ export class CompareView {
     const head = h("tr", {}, [
       h("th", { text: "value" }),
       ...this.runs.map((r) => {
-        const th = h("th", {}, [h("span", { class: "nnx-swatch" }), r.runId.slice(0, 8)]);
+        const th = h("th", { title: `run ${r.runId}` }, [h("span", { class: "nnx-swatch" }), r.shown]);
         th.firstChild.style.borderColor = r.color;
         return th;
       }),
@@ -193,8 +249,9 @@ export class CompareView {
   _render() {
     const states = this.followers.map((f) => f.state);
     const a = Number(this.smoothing.value) || 0;
+    const infos = states.map((s) => s.axisInfo());
     const loss = alignOnX(
-      states.map((s) => ({ x: s.steps.column("step"), y: smoothLoss(s.steps.column("loss"), s.steps.column("n"), a) })),
+      states.map((s, i) => ({ x: stepsToX(this.axis, s.steps.column("step"), infos[i]), y: smoothLoss(s.steps.column("loss"), s.steps.column("n"), a) })).map(finiteX),
     );
     this.lossChart.setData(loss.x, loss.ys);
     const metrics = epochMetrics(states.map((s) => s.epochs));
@@ -204,14 +261,20 @@ export class CompareView {
     if (metrics.includes(current)) this.metricSelect.value = current;
     const metric = this.metricSelect.value;
     const epochs = alignOnX(
-      states.map((s) => ({ x: s.epochs.column("epoch"), y: s.epochs.has(metric) ? s.epochs.column(metric) : new Float64Array(s.epochs.length).fill(NaN) })),
+      states
+        .map((s, i) => ({
+          x: this.axis === "epoch" ? s.epochs.column("epoch") : stepsToX(this.axis, s.epochs.column("step"), infos[i]),
+          y: s.epochs.has(metric) ? s.epochs.column(metric) : new Float64Array(s.epochs.length).fill(NaN),
+        }))
+        .map(finiteX),
     );
     this.epochChart.setData(epochs.x, epochs.ys);
     this.lossFig.dataset.points = String(loss.x.length);
+    this.lossFig.dataset.xMax = loss.x.length ? String(loss.x[loss.x.length - 1]) : "";
     this.epochFig.dataset.metric = metric;
     const parts = this.followers.map((f, i) => {
       const t = f.state.traits;
-      return `${this.runs[i].runId.slice(0, 8)}: ${t.status}, step ${t.step}${f.problem ? ` (${f.problem})` : ""}`;
+      return `${this.runs[i].shown}: ${t.status}, step ${t.step}${f.problem ? ` (${f.problem})` : ""}`;
     });
     this.status.textContent = parts.join(" · ");
   }

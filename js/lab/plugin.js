@@ -109,7 +109,10 @@ const plugin = {
         app.shell.activateById(id);
         return existing;
       }
-      const widget = new ViewWidget((node) => new RunView(node, { api, folder, runId, folderLabel: label }));
+      const title = (name) => {
+        widget.title.label = name ? name : `run ${runId.slice(0, 8)}`;
+      };
+      const widget = new ViewWidget((node) => new RunView(node, { api, folder, runId, folderLabel: label, onName: title }));
       widget.id = id;
       widget.title.label = `run ${runId.slice(0, 8)}`;
       widget.title.caption = `nnx-lab run ${runId}${label ? ` in ${label}` : ""}`;
@@ -202,7 +205,7 @@ const plugin = {
     const list = new RunsList({
       api,
       onOpen: (row) => openRun({ folder: row.folder, runId: row.run_id, label: (list.folders[row.folder] || {}).label || "" }),
-      onCompare: (rows) => compare(rows.map((r) => ({ folder: r.folder, runId: r.run_id, label: (list.folders[r.folder] || {}).label || "" }))),
+      onCompare: (rows) => compare(rows.map((r) => ({ folder: r.folder, runId: r.run_id, name: r.name || "", label: (list.folders[r.folder] || {}).label || "" }))),
     });
     const side = new SidePanel(list);
     side.id = "nnx-lab-runs";

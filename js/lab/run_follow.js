@@ -136,7 +136,7 @@ export class RunFollower {
         const more = await this._page();
         this.problem = "";
         backoff = this.pollMs;
-        this.state.tick(this.serverNow());
+        this.state.tick(this.serverNow(), !more);
         this.onUpdate();
         if (more) {
           await this._sleep(0); // let the page draw between pages of a long log
@@ -154,7 +154,7 @@ export class RunFollower {
               this.state.traits.status = st;
               if (st === "interrupted") this.state.traits.stop_reason = "its writer ended without a word (killed, crashed)";
             }
-            this.state.tick(this.serverNow());
+            this.state.tick(this.serverNow(), !again);
             this.onUpdate();
             if (!again) break;
             continue;

@@ -5,7 +5,8 @@ import { BucketSeries, Reduce } from "../shared/buckets.js";
 
 const NOT_METRICS = new Set(["samples"]);
 const TERMINAL = new Set(["stopped", "finished", "failed"]);
-const RATE_WINDOW_MS = 10_000;
+// Rates are measured over at least this much of the writer's clock (the log's times).
+const RATE_WINDOW_S = 10;
 
 /** A log value as a number: the server sends non-finite floats as text. */
 export function num(v) {
@@ -73,7 +74,11 @@ export function emptyTraits(runId = "") {
 }
 
 export class RunState {
-  /** @param {{maxPoints?: number, maxEpochs?: number, now?: () => number}} [opts] */
+  /**
+   * @param {{maxPoints?: number, maxEpochs?: number, now?: () => number}} [opts]  `now`:
+   *   the browser's clock (ms), which no counter reads: rates and the ETA are measured
+   *   on the log's clock (the tests move `now` to show it)
+   */
   constructor({ maxPoints = 20_000, maxEpochs = 5_000, now = () => Date.now() } = {}) {
     this.maxPoints = maxPoints + (maxPoints % 2);
     this.maxEpochs = maxEpochs + (maxEpochs % 2);
@@ -99,7 +104,18 @@ export class RunState {
     this._lastFinite = null;
     this._nonfiniteSince = null;
     this._nonfiniteSteps = 0;
-    this._rate = []; // [ms, step, samples] as the log grew, while live
+    this._epochSeconds = 0;
+    // [writer's clock s, step, samples]: the run's start, each epoch's end (its start
+    // plus the epochs' seconds), and the server's clock at ticks that found the log read
+    // to its end. Never our own clock while the log is replayed: a replay reads minutes
+    // of steps in milliseconds, and a rate over it was wildly high (91,190 samples/s).
+    this._clock = [];
+    // the same points kept whole, [step, s], for the compare panel's time axes, and
+    // [step, epoch] at each epoch's end; `_live` is the latest [step, s] of a live run
+    this._times = [];
+    this._epochEnds = [];
+    this._live = null;
+    this._startEpoch = 1;
   }
 
   /** Apply events from the log (objects as the server sends them). */
@@ -133,7 +149,10 @@ export class RunState {
     this._startStep = Number(ev.start_step) || 0;
     this._stepsPerEpoch = Number.isFinite(ev.steps_per_epoch) ? ev.steps_per_epoch : null;
     this._startedAt = Number.isFinite(ev.time) ? ev.time : null;
+    if (this._startedAt !== null) this._clock.push([this._startedAt, this._startStep, 0]);
+    if (this._startedAt !== null) this._times.push([this._startStep, this._startedAt]);
     const startEpoch = Number(ev.start_epoch) || 1;
+    this._startEpoch = startEpoch;
     this._nEpochsRun = Number(ev.n_epochs) || 0;
     const t = this.traits;
     t.status = "running";
@@ -196,6 +215,14 @@ export class RunState {
       }
     }
     this.epochs.extend(row);
+    const secs = num(ev.seconds);
+    if (this._startedAt !== null && Number.isFinite(secs) && secs >= 0) {
+      this._epochSeconds += secs;
+      this._mark(this._startedAt + this._epochSeconds, Number(ev.step) || 0);
+      this._time(Number(ev.step) || 0, this._startedAt + this._epochSeconds);
+    }
+    const last = this._epochEnds[this._epochEnds.length - 1];
+    if (Number.isFinite(Number(ev.step)) && (!last || Number(ev.step) >= last[0])) this._epochEnds.push([Number(ev.step), Number(ev.epoch)]);
     const t = this.traits;
     t.step = Math.max(t.step, Number(ev.step) || 0);
     t.epoch = Math.max(t.epoch, Number(ev.epoch) || 0);
@@ -210,6 +237,7 @@ export class RunState {
     this._finishedAt = Number.isFinite(ev.time) ? ev.time : null;
     const t = this.traits;
     t.step = Math.max(t.step, Number(ev.steps) || 0);
+    if (this._finishedAt !== null) this._time(t.step, this._finishedAt);
     t.status = TERMINAL.has(ev.status) ? ev.status : "finished";
     t.stop_reason = typeof ev.stop_reason === "string" ? ev.stop_reason : "";
     if (ev.status === "failed") {
@@ -219,30 +247,61 @@ export class RunState {
     }
   }
 
+  /** A point of the run's timeline, kept whole (forward only, as _mark). */
+  _time(step, at) {
+    const last = this._times[this._times.length - 1];
+    if (last && (at < last[1] || step < last[0])) return;
+    this._times.push([step, at]);
+  }
+
+  /**
+   * Where the run's steps fall, for the compare panel's axes (compare_axes.js): its
+   * first step and epoch, its latest and planned steps, and its timeline.
+   * @returns {import("./compare_axes.js").AxisInfo}
+   */
+  axisInfo() {
+    const times = [...this._times];
+    const last = times[times.length - 1];
+    if (!this.finished && this._live && (!last || (this._live[0] >= last[0] && this._live[1] >= last[1]))) times.push(this._live);
+    return {
+      startStep: this._startStep,
+      startEpoch: this._startEpoch,
+      lastStep: this.traits.step,
+      totalSteps: this.finished ? this.traits.step : this.traits.total_steps, // a run ended early is whole
+      startedAt: this._startedAt,
+      times,
+      epochs: [...this._epochEnds],
+    };
+  }
+
+  /** A point of the writer's clock: at time `at` (s) the run had done `step`. */
+  _mark(at, step) {
+    const last = this._clock[this._clock.length - 1];
+    if (last && (at < last[0] || step < last[1])) return; // the clock runs forward only
+    this._clock.push([at, step, this._samples]);
+  }
+
   /**
    * Refresh the counters (elapsed, rates, ETA, the loss) as of now.
    * @param {number} serverNow  the server's clock, in seconds (the writer's machine, usually)
+   * @param {boolean} [caughtUp]  the log was read to its end: its last step is about now
    */
-  tick(serverNow) {
+  tick(serverNow, caughtUp = true) {
     const t = this.traits;
-    const nowMs = this.now();
     if (this._startedAt !== null) {
       const end = this._finishedAt ?? (this.finished ? this._startedAt : serverNow);
       t.elapsed = Math.max(0, end - this._startedAt);
     }
     t.samples = this._samples;
-    if (!this.finished && t.status === "running") {
-      this._rate.push([nowMs, t.step, this._samples]);
-      while (this._rate.length > 2 && nowMs - this._rate[0][0] > RATE_WINDOW_MS) this._rate.shift();
+    const live = !this.finished && t.status === "running";
+    if (live && caughtUp && Number.isFinite(serverNow)) {
+      this._mark(serverNow, t.step);
+      this._live = [t.step, serverNow];
     }
     let sps = null;
     let stepsPs = null;
-    const w = this._rate;
-    if (!this.finished && w.length >= 2 && w[w.length - 1][0] - w[0][0] >= 500 && w[w.length - 1][1] > w[0][1]) {
-      const dt = (w[w.length - 1][0] - w[0][0]) / 1000;
-      sps = (w[w.length - 1][2] - w[0][2]) / dt;
-      stepsPs = (w[w.length - 1][1] - w[0][1]) / dt;
-    } else if (t.elapsed > 0 && this._samples > 0) {
+    if (live) [sps, stepsPs] = this._liveRate();
+    else if (t.elapsed > 0 && this._samples > 0) {
       sps = this._samples / t.elapsed;
       stepsPs = (t.step - this._startStep) / t.elapsed;
     }
@@ -255,5 +314,19 @@ export class RunState {
     }
     t.loss_nonfinite_since = this._nonfiniteSince;
     t.loss_nonfinite_steps = this._nonfiniteSteps;
+  }
+
+  /** [samples/s, steps/s] over the last RATE_WINDOW_S of the writer's clock (or all of
+   * it, while the run is younger), or [null, null] before two points are known. */
+  _liveRate() {
+    const pts = this._clock;
+    if (pts.length < 2) return [null, null];
+    const now = pts[pts.length - 1][0];
+    while (pts.length > 2 && pts[1][0] <= now - RATE_WINDOW_S) pts.shift();
+    const [t0, step0, samples0] = pts[0];
+    const [t1, step1, samples1] = pts[pts.length - 1];
+    const dt = t1 - t0;
+    if (!(dt >= 0.5) || step1 <= step0) return [null, null];
+    return [(samples1 - samples0) / dt, (step1 - step0) / dt];
   }
 }

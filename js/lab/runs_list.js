@@ -1,6 +1,7 @@
-// The "nnx-lab runs" side panel: every run the server found, with its status, epochs,
-// best value, start and duration; sorted, filtered by text and status, refreshed while
-// shown. A click opens a run's panel; ticking two or more runs offers a comparison.
+// The "nnx-lab runs" side panel: every run the server found, with its name, status,
+// epochs, best value (which metric, which way is better), start and duration; sorted,
+// filtered by text and status, refreshed while shown. A click opens a run's panel;
+// ticking two or more runs offers a comparison.
 import { h } from "../shared/dom.js";
 import { fmtDuration, fmtInt, fmtValue } from "../shared/format.js";
 
@@ -10,7 +11,8 @@ export const SORTS = {
   newest: { label: "newest first", cmp: (a, b) => num(b.started_at) - num(a.started_at) },
   oldest: { label: "oldest first", cmp: (a, b) => num(a.started_at) - num(b.started_at) },
   status: { label: "status", cmp: (a, b) => statusRank(a.status) - statusRank(b.status) || num(b.started_at) - num(a.started_at) },
-  best: { label: "best value", cmp: (a, b) => bestKey(a) - bestKey(b) || num(b.started_at) - num(a.started_at) },
+  // like with like: runs grouped by their best's metric (and direction), best first in each
+  best: { label: "best value (by metric)", cmp: (a, b) => bestGroup(a).localeCompare(bestGroup(b)) || bestKey(a) - bestKey(b) || num(b.started_at) - num(a.started_at) },
   duration: { label: "longest first", cmp: (a, b) => num(b.duration_s) - num(a.duration_s) },
 };
 
@@ -18,9 +20,48 @@ function num(v) {
   return typeof v === "number" && Number.isFinite(v) ? v : -Infinity;
 }
 
-/** Lower is better for every selection value the engine records (error, loss). */
+// The direction of the metrics whose name says it, for records older than best.mode.
+const HIGHER = /(^|_)(accuracy|precision|recall|f1|auc|auroc|roc_auc|r2|iou|dice|map)(_|$)/;
+const LOWER = /(^|_)(error|loss|nll|mse|mae|rmse|ece|brier|perplexity)(_|$)/;
+
+/**
+ * The metric a run's best value is of, as a person says it: "val loss", "train error",
+ * "val mae", and its direction: "min" (lower is better), "max", or "" when unknown.
+ * @param {{best_source?: string|null, best_mode?: string|null}} r
+ */
+export function bestMetric(r) {
+  const source = typeof r.best_source === "string" ? r.best_source : "";
+  if (!source) return { label: "", mode: "" };
+  const [split, ...rest] = source.split(".");
+  const name = rest.filter((p) => p !== "metrics").join(".") || split;
+  const part = split.replace(/_edp$/, "");
+  const label = rest.length ? `${part} ${name}` : name;
+  let mode = r.best_mode === "min" || r.best_mode === "max" ? r.best_mode : "";
+  if (!mode) mode = HIGHER.test(name) ? "max" : LOWER.test(name) ? "min" : "";
+  return { label, mode };
+}
+
+/** "val loss ↓": the metric and which way is better. */
+export function bestLabel(r) {
+  const { label, mode } = bestMetric(r);
+  return `${label}${mode === "min" ? " ↓" : mode === "max" ? " ↑" : ""}`;
+}
+
+function hasBest(r) {
+  return typeof r.best_value === "number" && Number.isFinite(r.best_value);
+}
+
+/** The group a run's best is sorted in (runs without one last). */
+function bestGroup(r) {
+  if (!hasBest(r)) return "\uffff";
+  const { label, mode } = bestMetric(r);
+  return `${label}\u0000${mode}`;
+}
+
+/** Within a group the best first: the lowest, or the highest where higher is better. */
 function bestKey(r) {
-  return typeof r.best_value === "number" && Number.isFinite(r.best_value) ? r.best_value : Infinity;
+  if (!hasBest(r)) return Infinity;
+  return bestMetric(r).mode === "max" ? -r.best_value : r.best_value;
 }
 
 function statusRank(s) {
@@ -43,7 +84,7 @@ export function visibleRows(rows, { text = "", status = "all", sort = "newest", 
   const out = rows.filter((r) => {
     if (status !== "all" && r.status !== status) return false;
     if (!words.length) return true;
-    const hay = [r.run_id, r.status, r.best_source, r.error, r.parent_run_id, folders[r.folder] ? folders[r.folder].label : ""]
+    const hay = [r.name, r.run_id, r.status, r.best_source, r.error, r.parent_run_id, folders[r.folder] ? folders[r.folder].label : ""]
       .filter((x) => typeof x === "string")
       .join(" ")
       .toLowerCase();
@@ -83,9 +124,11 @@ export function runDuration(r, serverNow) {
 export function rowCells(r, serverNow) {
   return {
     status: String(r.status || "–"),
+    name: typeof r.name === "string" ? r.name : "",
     id: String(r.run_id).slice(0, 8),
     epochs: fmtEpochs(r),
     best: typeof r.best_value === "number" ? fmtValue(r.best_value) : "–",
+    bestLabel: bestLabel(r),
     start: fmtStart(r.started_at, serverNow),
     duration: fmtDuration(runDuration(r, serverNow)),
   };
@@ -216,7 +259,7 @@ export class RunsList {
   _row(r, now, many) {
     const c = rowCells(r, now);
     const key = runKey(r);
-    const pick = h("input", { type: "checkbox", "aria-label": `Select run ${c.id} for comparison`, "data-testid": "run-pick" });
+    const pick = h("input", { type: "checkbox", "aria-label": `Select run ${c.name || c.id} for comparison`, "data-testid": "run-pick" });
     pick.checked = this.selected.has(key);
     pick.disabled = r.status === "damaged";
     pick.addEventListener("click", (e) => e.stopPropagation());
@@ -228,16 +271,22 @@ export class RunsList {
     const folder = this.folders[r.folder];
     const pill = h("span", { class: "nnx-status", text: c.status, "data-testid": "run-status" });
     pill.dataset.status = c.status;
-    const title = [`run ${r.run_id}`, folder ? `in ${folder.label}` : "", r.error ? `error: ${r.error}` : "", r.best_source ? `best: ${r.best_source}` : ""]
+    const title = [c.name, `run ${r.run_id}`, folder ? `in ${folder.label}` : "", r.error ? `error: ${r.error}` : "", r.best_source ? `best: ${r.best_source}` : ""]
       .filter(Boolean)
       .join("\n");
     const cell = (cls, text, tip) => h("span", { class: cls, text, title: tip || "" });
+    // the name first (what a person called the run), the id after it
+    const named = c.name ? [h("span", { class: "nnx-runs-name", text: c.name, title: c.name, "data-testid": "run-name" })] : [];
     const top = h("div", { class: "nnx-runs-line" }, [
       pill,
+      ...named,
       h("code", { class: "nnx-runs-id", text: c.id, "data-testid": "run-id" }),
       cell("nnx-runs-epochs", c.epochs, "epochs done / planned"),
     ]);
-    const details = [cell("nnx-runs-best", `best ${c.best}`, r.best_source ? `best ${r.best_source}` : "no selection value yet"), cell("", c.start, "started"), cell("", c.duration, r.status === "running" ? "running for" : "took")];
+    const bestText = c.bestLabel ? `best ${c.bestLabel} ${c.best}` : `best ${c.best}`;
+    const bestTip = r.best_source ? `the best epoch's ${r.best_source}${bestMetric(r).mode ? ` (${bestMetric(r).mode === "min" ? "lower" : "higher"} is better)` : ""}` : "no selection value yet";
+    const best = h("span", { class: "nnx-runs-best", text: bestText, title: bestTip, "data-testid": "run-best" });
+    const details = [best, cell("", c.start, "started"), cell("", c.duration, r.status === "running" ? "running for" : "took")];
     if (many && folder) details.push(cell("nnx-runs-folder", folder.label, "runs folder"));
     const bottom = h("div", { class: "nnx-runs-line nnx-runs-details" }, details);
     if (r.error) bottom.append(cell("nnx-runs-err", r.error, r.error));

@@ -20,6 +20,13 @@ export const Reduce = Object.freeze({
 
 const WIRE = { int32: Int32Array, float32: Float32Array };
 
+// A value column's :min / :max partners, filled by their value column's own merge. Their
+// tags differ from every Reduce: a partner tagged "max" was once taken for Reduce.MAX,
+// and the flag column (became BEST) was skipped with the partners, so it stayed 0.
+const LOW = "partner:min";
+const HIGH = "partner:max";
+const partner = (spec) => spec.reduce === LOW || spec.reduce === HIGH;
+
 /**
  * @typedef {{name: string, dtype: "int32"|"float32", reduce: string}} ColumnSpec
  * @typedef {{at: number, count: number}} Change
@@ -54,7 +61,7 @@ export class BucketSeries {
   _addColumn(spec) {
     const parts = [spec];
     if (spec.reduce === Reduce.MEAN) {
-      parts.push({ name: `${spec.name}:min`, dtype: spec.dtype, reduce: "min" }, { name: `${spec.name}:max`, dtype: spec.dtype, reduce: "max" });
+      parts.push({ name: `${spec.name}:min`, dtype: spec.dtype, reduce: LOW }, { name: `${spec.name}:max`, dtype: spec.dtype, reduce: HIGH });
       this._count[spec.name] = new Float64Array(this.capacity);
     }
     for (const p of parts) {
@@ -125,7 +132,7 @@ export class BucketSeries {
   _newRow(r, columns, i) {
     for (const spec of this.specs) {
       const name = spec.name;
-      if (spec.reduce === "min" || spec.reduce === "max") continue;
+      if (partner(spec)) continue;
       if (name === this.weight) {
         this.data[name][r] = 1;
         continue;
@@ -153,7 +160,7 @@ export class BucketSeries {
   _mergePoint(r, columns, i) {
     for (const spec of this.specs) {
       const name = spec.name;
-      if (spec.reduce === "min" || spec.reduce === "max") continue;
+      if (partner(spec)) continue;
       const d = this.data[name];
       if (name === this.weight) {
         d[r] += 1;
@@ -207,7 +214,7 @@ export class BucketSeries {
       const dst = j / 2;
       for (const spec of this.specs) {
         const name = spec.name;
-        if (spec.reduce === "min" || spec.reduce === "max") continue;
+        if (partner(spec)) continue;
         const d = this.data[name];
         const a = d[j];
         const b = d[j + 1];

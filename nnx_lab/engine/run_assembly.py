@@ -185,6 +185,8 @@ def _open_run(
         "precision": pre.precision.record(),
         "parent_run_id": params.resume_from_run_id,
     }
+    if params.name is not None:  # first: what a person reads the file for
+        metadata = {"name": params.name, **metadata}
     path, lock = reserve_run_dir(
         pre.root,
         pre.run_id,

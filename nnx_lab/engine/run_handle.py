@@ -20,7 +20,6 @@ from ..runs import (
     FORMAT_VERSION,
     JsonlReader,
     RunRecordError,
-    atomic_write_yaml,
     effective_status,
     event_from_line,
     read_provenance,
@@ -28,6 +27,7 @@ from ..runs import (
     resolve_runs_root,
     run_dir,
     run_id_for,
+    write_run_metadata,
 )
 from .edp import EDP
 from .enums import Nets, RunStatus
@@ -256,4 +256,5 @@ def read_events(path: Path) -> list[Event]:
 
 
 def write_metadata(run: NNRun) -> None:
-    atomic_write_yaml(run.run_dir / "metadata.yaml", run.metadata)
+    """Rewrite the run's ``metadata.yaml``, keeping the name a rename gave it since."""
+    write_run_metadata(run.run_dir, run.metadata)

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ConfigError
-from ..runs import is_run_id
+from ..runs import check_run_name, is_run_id
 from .optim_params import NNOptimParams, NNSchedulerParams
 from .params_base import SEED_LIMIT, Params, finite, is_int, positive_int, set_field
 from .selection import MonitorSpec
@@ -27,8 +27,12 @@ class NNTrainParams(Params):
     """How to train: epochs, data, optimizer, schedule, seed, and where to write the run.
 
     ``runs_root``, ``overwrite_existing``, ``progress``, ``log_every``,
-    ``checkpoint_every_s`` and ``stop_on_nonfinite`` never change the run id; everything
-    else that changes the result does (see ``identity()``).
+    ``checkpoint_every_s``, ``stop_on_nonfinite`` and ``name`` never change the run id;
+    everything else that changes the result does (see ``identity()``).
+
+    ``name`` (default None): a label for the run ("high lr"), recorded in its
+    ``metadata.yaml`` and shown first in the runs panel, which can rename it; one line
+    of at most ``nnx_lab.runs.RUN_NAME_MAX`` characters.
 
     ``stop_on_nonfinite`` (default True): a non-finite training loss ends the run as
     "failed", naming the first step whose loss was NaN or infinite (checked when the
@@ -57,6 +61,7 @@ class NNTrainParams(Params):
     metrics: Sequence[Any] = ()  # MetricSpec: over each whole epoch and validation set (§2.6)
     monitor: MonitorSpec | None = None  # BEST, the plateau scheduler, EarlyStopping(monitor=)
     extra_metrics: Mapping[str, Any] | None = None  # name -> fn(y_true, y_pred) (§2.6)
+    name: str | None = None  # the run's label (metadata.yaml), never part of its id
 
     _not_in_json = ("train_loader", "val_loader", "metrics", "monitor", "extra_metrics")
 
@@ -81,6 +86,7 @@ class NNTrainParams(Params):
             positive_int(self.accumulation_steps, "NNTrainParams.accumulation_steps"),
         )
         set_field(self, "log_every", positive_int(self.log_every, "NNTrainParams.log_every"))
+        set_field(self, "name", check_run_name(self.name, "NNTrainParams.name"))
         set_field(
             self,
             "checkpoint_every_s",

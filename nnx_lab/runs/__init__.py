@@ -70,6 +70,7 @@ from ._jsonl import (
     read_jsonl,
 )
 from ._listing import damaged_row, list_runs, metadata_row, run_rows
+from ._naming import RUN_NAME_MAX, check_run_name, metadata_lock, rename_run, write_run_metadata
 from ._output import config_report_enabled, emit, set_config_report
 from ._provenance import (
     PROVENANCE_FILE,
@@ -124,6 +125,7 @@ __all__ = [
     "PROVENANCE_FILE",
     "RUN_ID_LENGTH",
     "RUN_KNOBS",
+    "RUN_NAME_MAX",
     "STALE_AFTER_S",
     "STOP_REQUEST",
     "TENSORS_FILE",
@@ -171,6 +173,7 @@ __all__ = [
     "check_header",
     "check_manifest",
     "check_plan_json",
+    "check_run_name",
     "check_shape",
     "check_tensors_header",
     "compare_many",
@@ -190,6 +193,7 @@ __all__ = [
     "iter_jsonl",
     "list_runs",
     "locate_run",
+    "metadata_lock",
     "metadata_row",
     "parse_json",
     "parse_line",
@@ -207,6 +211,7 @@ __all__ = [
     "read_record",
     "read_stop_request",
     "record_attempt",
+    "rename_run",
     "request_stop",
     "resolve_runs_root",
     "run_dir",
@@ -216,6 +221,7 @@ __all__ = [
     "set_config_report",
     "state_problem",
     "validate_run_id",
+    "write_run_metadata",
     "writer_alive",
     "writer_identity",
 ]

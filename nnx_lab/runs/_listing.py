@@ -20,6 +20,7 @@ LINK_OUT = "a link that leads out of its runs folder; not read"
 
 COLUMNS = (
     "run_id",
+    "name",
     "status",
     "started_at",
     "finished_at",
@@ -29,6 +30,7 @@ COLUMNS = (
     "steps",
     "best_value",
     "best_source",
+    "best_mode",
     "parent_run_id",
     "error",
     "path",
@@ -49,7 +51,9 @@ def metadata_row(path: Path, meta: dict[str, Any]) -> dict[str, Any]:
     started, finished = meta.get("started_at"), meta.get("finished_at")
     best = meta.get("best") if isinstance(meta.get("best"), dict) else {}
     error = meta.get("error")
+    name = meta.get("name")
     row.update(
+        name=name if isinstance(name, str) else None,
         status=effective_status(meta),
         started_at=started,
         finished_at=finished,
@@ -63,6 +67,7 @@ def metadata_row(path: Path, meta: dict[str, Any]) -> dict[str, Any]:
         steps=meta.get("steps"),
         best_value=best.get("value"),
         best_source=best.get("source"),
+        best_mode=best.get("mode"),
         parent_run_id=meta.get("parent_run_id"),
         error=str(error).splitlines()[0] if error else None,
     )
@@ -97,10 +102,11 @@ def run_rows(runs_root: str | os.PathLike[str] | None = None) -> list[dict[str, 
 
 def list_runs(runs_root: str | os.PathLike[str] | None = None) -> Any:
     """The runs under ``runs_root`` (default: ``NNX_RUNS_ROOT`` or ``./runs``) as a pandas
-    DataFrame, newest first: id, status ("interrupted" for a run whose writer died),
-    start and end times (UTC), duration, epochs done and planned, steps, the best
-    selection value and its source, the parent of a resumed run, the error of a failed
-    one, and the folder. A folder with a damaged record is listed as "damaged"."""
+    DataFrame, newest first: id, name (``NNTrainParams(name=...)`` or a rename), status
+    ("interrupted" for a run whose writer died), start and end times (UTC), duration,
+    epochs done and planned, steps, the best selection value, its source and its
+    direction ("min": lower is better), the parent of a resumed run, the error of a
+    failed one, and the folder. A folder with a damaged record is listed as "damaged"."""
     import pandas as pd
 
     frame = pd.DataFrame(run_rows(runs_root), columns=list(COLUMNS))

@@ -28,7 +28,7 @@ from typing import Any
 
 from ..errors import FileError, RunRecordError
 from ._schema import LIMITS, SchemaError, _short, check, parse_yaml
-from ._schemas.records import RUN_STATUSES, Metadata, RunConfig
+from ._schemas.records import RUN_NAME_MAX, RUN_STATUSES, Metadata, RunConfig
 
 __all__ = [
     "HEARTBEAT_S",
@@ -90,6 +90,11 @@ def plain_reason(reason: str, field: str = "") -> str:
     """A schema's refusal in words where msgspec's alone says little."""
     if field == "status":
         return f"is not a run status ({', '.join(RUN_STATUSES)})"
+    if field == "name":
+        return (
+            f"must be one line of 1 to {RUN_NAME_MAX} characters, without a control or a "
+            "direction character"
+        )
     if field.rsplit(".", 1)[-1] in _TIMES or "7258118400" in reason:
         return "must be a Unix time (seconds since 1970, before 2200)"
     if reason.startswith("Expected `int") and reason.endswith("got `float`"):

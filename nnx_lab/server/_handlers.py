@@ -2,8 +2,8 @@
 
 Every handler requires Jupyter's authentication (``@web.authenticated``: 403 without a
 token or a login) and authorization (``@authorized`` on the resource ``nnx_lab_runs``:
-"read" for GET, "write" for the stop request). The file work runs in a small thread
-pool, so a slow disk never holds up the server's event loop. A bad run file is answered
+"read" for GET, "write" for the stop request and the rename). The file work runs in a
+small thread pool, so a slow disk never holds up the server's event loop. A bad run file is answered
 with a 4xx and its reason, never a 500: the service says what it refused
 (``ApiError``), and a damaged file it did not expect (a ``FileError``) is a 409.
 """
@@ -122,11 +122,29 @@ class RunStopHandler(_RunsHandler):
         if not isinstance(reason, str):
             self._refuse(ApiError(400, f"reason={reason!r}: pass a text"))
             return
+        # The writer records "<reason> by <who>"; the default reason names the panel
+        # already, so "by" is the person alone (it once read "... from the JupyterLab
+        # runs panel by JupyterLab runs panel (name)").
+        await self._answer(self.service.stop, key, run_id, reason=reason, by=self._who())
+
+    def _who(self) -> str:
         user = self.current_user
-        name = getattr(user, "display_name", None) or getattr(user, "username", None) or "user"
-        await self._answer(
-            self.service.stop, key, run_id, reason=reason, by=f"JupyterLab runs panel ({name})"
-        )
+        name = getattr(user, "display_name", None) or getattr(user, "username", None)
+        return str(name) if name else "a JupyterLab user"
+
+
+class RunNameHandler(_RunsHandler):
+    @web.authenticated
+    @authorized
+    async def put(self, key: str, run_id: str) -> None:
+        try:
+            body = json.loads(self.request.body or b"null")
+        except ValueError:
+            body = None
+        if not isinstance(body, dict) or "name" not in body:
+            self._refuse(ApiError(400, 'send {"name": "..."} (an empty name removes it)'))
+            return
+        await self._answer(self.service.rename, key, run_id, body["name"])
 
 
 class CompareHandler(_RunsHandler):
@@ -155,6 +173,7 @@ def setup_handlers(web_app: Any, service: RunsService) -> None:
             (route(f"runs/{_KEY}/{_ID}"), RunHandler),
             (route(f"runs/{_KEY}/{_ID}/log"), RunLogHandler),
             (route(f"runs/{_KEY}/{_ID}/stop"), RunStopHandler),
+            (route(f"runs/{_KEY}/{_ID}/name"), RunNameHandler),
             (route("compare"), CompareHandler),
         ],
     )

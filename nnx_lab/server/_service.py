@@ -3,8 +3,8 @@
 ``RunsService`` answers the REST handlers (``_handlers``): the runs listing, one run's
 summary, a page of a run's log from a byte offset, the stop request and the comparison
 of two or more runs' configurations. Every answer is JSON a browser parses (no NaN),
-bounded in the work it costs, and says what it refused. The only file it ever writes is
-the stop request (``nnx_lab.runs.request_stop``).
+bounded in the work it costs, and says what it refused. What it writes into a run (the
+stop request and the run's name) is in ``_writes``.
 """
 
 from __future__ import annotations
@@ -16,19 +16,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import NNxError
 from ..runs import (
     STOP_REQUEST,
     RunRecordError,
     compare_many,
     damaged_row,
-    effective_status,
     event_from_json,
     is_run_id,
     metadata_row,
     parse_line,
     problem,
-    request_stop,
     run_dir,
     run_record,
     validate_run_id,
@@ -45,6 +42,7 @@ from ._files import (
     read_yaml_record,
     shown_size,
 )
+from ._writes import ApiError, RunWrites, error_text
 
 __all__ = ["ApiError", "RunsService"]
 
@@ -54,14 +52,6 @@ _MAX_DAMAGE_NOTES = 20  # damaged lines described per log page
 _MIN_PAGE = 4096
 
 
-class ApiError(NNxError):
-    """A refused request: the HTTP status and a message that says what to do."""
-
-    def __init__(self, status: int, message: str) -> None:
-        self.status, self.message = status, message
-        super().__init__(message)
-
-
 @dataclass
 class _Cached:
     signature: tuple[int, int, int]  # inode, mtime_ns, size of metadata.yaml
@@ -69,16 +59,7 @@ class _Cached:
     error: str | None
 
 
-def _error_text(exc: BaseException) -> str:
-    """The reason, in one line: the file, the field and the value of a schema error."""
-    if isinstance(exc, FileRefused):
-        return exc.reason
-    if isinstance(exc, TooLarge):
-        return f"too large to show ({exc})"
-    return problem(exc)[:500]
-
-
-class RunsService:
+class RunsService(RunWrites):
     """The server's view of the runs under its roots (see the module docstring)."""
 
     def __init__(
@@ -176,7 +157,7 @@ class RunsService:
         try:
             meta, error = read_yaml_record(target, self.config.max_record_bytes), None
         except (FileRefused, RunRecordError, OSError) as exc:
-            meta, error = None, _error_text(exc)
+            meta, error = None, error_text(exc)
         self._meta_cache[path] = _Cached(signature, meta, error)
         return meta, error
 
@@ -194,7 +175,7 @@ class RunsService:
                 try:
                     row = metadata_row(path, meta)
                 except Exception as exc:  # a record with values of odd types
-                    row = damaged_row(path, f"metadata.yaml: {_error_text(exc)}")
+                    row = damaged_row(path, f"metadata.yaml: {error_text(exc)}")
         row.pop("path", None)
         row["folder"] = folder.key
         if row.get("status") is not None:
@@ -308,17 +289,17 @@ class RunsService:
                 out["problems"].append(f"no {name}")
             except RunRecordError as exc:  # its text names the file
                 out[field] = None
-                out["problems"].append(_error_text(exc))
+                out["problems"].append(error_text(exc))
             except (FileRefused, TooLarge, OSError) as exc:
                 out[field] = None
-                out["problems"].append(f"{name}: {_error_text(exc)}")
+                out["problems"].append(f"{name}: {error_text(exc)}")
         try:
             out["log_bytes"] = file_size(path / LOG)
         except FileNotFoundError:
             out["log_bytes"] = 0
         except (FileRefused, OSError) as exc:
             out["log_bytes"] = None
-            out["problems"].append(f"{LOG}: {_error_text(exc)}")
+            out["problems"].append(f"{LOG}: {error_text(exc)}")
         out["stop_requested"] = os.path.lexists(path / STOP_REQUEST)
         return out
 
@@ -418,41 +399,6 @@ class RunsService:
             reply["pending_bytes"] = len(chunk) - end
         return reply
 
-    # ------------------------------------------------------------------ stop
-
-    def stop(self, key: str, run_id: str, *, reason: str, by: str) -> dict[str, Any]:
-        """Write the stop request into a running run's folder (the only write)."""
-        folder, path = self.run_path(key, run_id)
-        try:
-            meta = read_yaml_record(path / "metadata.yaml", self.config.max_record_bytes)
-        except FileNotFoundError:
-            raise ApiError(409, f"run {run_id} has no metadata.yaml: nothing to stop") from None
-        except (FileRefused, RunRecordError) as exc:
-            raise ApiError(409, f"run {run_id}: {_error_text(exc)}; not stopped") from None
-        status = effective_status(meta)
-        if status != "running":
-            raise ApiError(409, f"run {run_id} is {status}, not running: there is nothing to stop")
-        text = reason.strip() if isinstance(reason, str) else ""
-        try:
-            request_stop(
-                run_id,
-                folder.path,
-                reason=(text or "stopped from the JupyterLab runs panel")[:200],
-                by=by[:200],
-            )
-        except ValueError as exc:
-            raise ApiError(409, str(exc)) from None
-        except OSError as exc:  # the run's folder is not writable by the server
-            raise ApiError(
-                500, f"run {run_id}: the stop request could not be written ({exc.strerror})"
-            ) from None
-        return {
-            "run_id": run_id,
-            "folder": folder.key,
-            "requested": True,
-            "server_time": self.clock(),
-        }
-
     # ------------------------------------------------------------------ compare
 
     def compare(self, refs: list[tuple[str, str]]) -> dict[str, Any]:
@@ -471,11 +417,11 @@ class RunsService:
                     if name == "run.yaml":
                         raise ApiError(409, f"run {run_id} has no run.yaml to compare") from None
                 except (FileRefused, OSError) as exc:
-                    raise ApiError(409, f"run {run_id}: {_error_text(exc)}") from None
+                    raise ApiError(409, f"run {run_id}: {error_text(exc)}") from None
             try:
                 records.append(run_record(run_id, runs_root=folder.path))
             except Exception as exc:  # a damaged record is named, not fatal
-                raise ApiError(409, f"run {run_id}: {_error_text(exc)}") from None
+                raise ApiError(409, f"run {run_id}: {error_text(exc)}") from None
             runs.append({"folder": folder.key, "run_id": run_id, "label": folder.label})
         try:
             table, limits = compare_many(records)
@@ -505,10 +451,10 @@ def _uncomparable(records: list[Any], runs: list[dict[str, Any]], exc: Exception
         except Exception as own:
             return (
                 f"run {run['run_id']}: its record cannot be compared, a value or a code "
-                f"record (plan.json) is damaged ({_error_text(own)})"
+                f"record (plan.json) is damaged ({error_text(own)})"
             )
     ids = ", ".join(r["run_id"] for r in runs)
-    return f"runs {ids} cannot be compared: a record is damaged ({_error_text(exc)})"
+    return f"runs {ids} cannot be compared: a record is damaged ({error_text(exc)})"
 
 
 def _line_problem(exc: BaseException) -> str:

@@ -12,6 +12,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
+from ..runs import check_run_name
 from ._jobs import BackgroundJob, format_exception
 from ._race import MAX_LANES, RaceLane
 
@@ -51,6 +52,20 @@ def _named_plans(plans: Mapping[str, Any] | Iterable[Any]) -> list[tuple[str, An
     if problems:
         raise PlanError(problems)
     return items
+
+
+def _run_name(plan: Any, branch: str) -> str | None:
+    """The name a race gives a plan's run: the branch's ("high lr"), after the plan's
+    own name when it has another ("baseline · high lr"); a name too long to keep is
+    the branch's alone."""
+    own = plan.value("train.name")
+    candidates = [branch] if own in (None, branch) else [f"{own} · {branch}", branch]
+    for text in candidates:
+        try:
+            return check_run_name(text)
+        except ValueError:
+            continue
+    return own
 
 
 class MonitorJobs:
@@ -210,6 +225,7 @@ class MonitorJobs:
         they were not faster: see ``benchmarks/race.py``).
         """
         items = _named_plans(plans)
+        named = isinstance(plans, Mapping)  # names the user gave ("high lr"), not "run 1"
         fit_kwargs.setdefault("report", False)
         extra = list(callbacks)
 
@@ -223,7 +239,10 @@ class MonitorJobs:
                     lane.skip(f"not started: {halt}")
                     continue
                 try:
-                    result = plan.fit(callbacks=[lane, *extra], **fit_kwargs)
+                    kwargs = fit_kwargs
+                    if named and "name" not in fit_kwargs:
+                        kwargs = {**fit_kwargs, "name": _run_name(plan, name)}
+                    result = plan.fit(callbacks=[lane, *extra], **kwargs)
                 except Exception as exc:  # shown under the widget; the race goes on
                     log.info("race run %r failed: %s", name, exc)
                     with self._lock:

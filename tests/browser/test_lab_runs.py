@@ -61,16 +61,16 @@ TRAIN = textwrap.dedent(
 
     optim = NNOptimParams(name=Optims.ADAM, max_lr={lr}, grad_clip_norm=1.0)
     params = f.train_params({root!r}, n_epochs={epochs}, seed={seed}, optim=optim,
-                            checkpoint_every_s=0)
+                            checkpoint_every_s=0, name={name!r})
     run = f.model().train(params, callbacks=[Slow()])
     print("done", run.id, run.status.value, flush=True)
     """
 )
 
 
-def train(root: Path, *, lr: float, seed: int, epochs: int, sleep: float = 0.0):
+def train(root: Path, *, lr: float, seed: int, epochs: int, sleep: float = 0.0, name=None):
     code = TRAIN.format(
-        tests=str(TESTS), root=str(root), lr=lr, seed=seed, epochs=epochs, sleep=sleep
+        tests=str(TESTS), root=str(root), lr=lr, seed=seed, epochs=epochs, sleep=sleep, name=name
     )
     return subprocess.Popen(
         [sys.executable, "-c", code],
@@ -310,6 +310,7 @@ def test_a_running_run_is_followed_live_and_its_stop_button_stops_it(
         "data-steps", str(steps_logged(run_dir))
     )
     expect(view.get_by_test_id("reason")).to_contain_text("JupyterLab runs panel")
+    expect(view.get_by_test_id("reason")).not_to_contain_text("by JupyterLab runs panel")
     expect(row(lab, run_id)).to_have_attribute("data-status", "stopped", timeout=LIVE_TIMEOUT)
 
 
@@ -397,3 +398,92 @@ def test_a_notebook_opens_a_runs_panel(server, page, two_runs, lab_dir):
         expect(run_panel(lab, b)).to_have_count(0)
     finally:
         server.shutdown_kernels()
+
+
+# -- names and compare's x axis (issue 21 §5, §6) ------------------------------------------
+
+
+def test_a_runs_name_comes_first_and_is_renamed_in_its_panel(server, page, lab_dir):
+    named = finished_run(lab_dir / "runs", lr=3e-3, seed=5, epochs=2, name="high lr")
+    lab = page()
+    open_side_panel(lab)
+    line = row(lab, named)
+    expect(line.get_by_test_id("run-name")).to_have_text("high lr")
+    # the name before the id, and the best says which metric and which way
+    order = line.evaluate(
+        "(el) => [...el.querySelectorAll('[data-testid=run-name], [data-testid=run-id]')]"
+        ".map((x) => x.dataset.testid)"
+    )
+    assert order == ["run-name", "run-id"]
+    expect(line.get_by_test_id("run-best")).to_contain_text("best val error ↓ ")
+    line.click()
+    view = run_panel(lab, named)
+    expect(view.get_by_test_id("run-name")).to_have_text("high lr")
+    expect(lab.page.locator(".lm-TabBar-tabLabel", has_text="high lr")).to_have_count(1)
+    # a name the server refuses: said under the title, nothing written
+    meta_path = lab_dir / "runs" / named / "metadata.yaml"
+    view.get_by_test_id("run-rename").click()
+    box = view.get_by_test_id("run-name-input")
+    box.fill("x" * 101)  # the server's cap, said in words (the box itself takes it)
+    box.press("Enter")
+    expect(view.get_by_test_id("run-rename-error")).to_contain_text("at most 100 characters")
+    assert yaml.safe_load(meta_path.read_text())["name"] == "high lr"
+    # a good one: the panel, its tab, the record and the list all say it
+    box.fill("lower lr, seed 5")
+    box.press("Enter")
+    expect(view.get_by_test_id("run-name")).to_have_text("lower lr, seed 5")
+    expect(view.get_by_test_id("run-rename-error")).to_be_hidden()
+    expect(lab.page.locator(".lm-TabBar-tabLabel", has_text="lower lr, seed 5")).to_have_count(1)
+    meta = yaml.safe_load(meta_path.read_text())
+    assert (meta["name"], meta["status"]) == ("lower lr, seed 5", "finished")
+    expect(line.get_by_test_id("run-name")).to_have_text("lower lr, seed 5", timeout=10_000)
+    lab.page.reload(wait_until="domcontentloaded")
+    lab.page.wait_for_function(
+        "() => !!window.jupyterapp && document.body.dataset.nnxLabRuns === 'ready'"
+    )
+    lab.page.evaluate("() => window.jupyterapp.restored.then(() => true)")
+    open_side_panel(lab)
+    expect(row(lab, named).get_by_test_id("run-name")).to_have_text("lower lr, seed 5")
+
+
+def test_compare_draws_on_the_x_axis_chosen_and_its_table_scrolls(server, page, two_runs, lab_dir):
+    a, b = two_runs
+    third = finished_run(lab_dir / "runs", lr=5e-2, seed=9, epochs=1, name="third")
+    lab = page()
+    lab.page.set_viewport_size({"width": 700, "height": 900})
+    open_side_panel(lab)
+    for run_id in (a, b, third):
+        row(lab, run_id).get_by_test_id("run-pick").check()
+    lab.page.get_by_test_id("runs-compare").click()
+    view = lab.page.get_by_test_id("compare-panel")
+    chart = view.get_by_test_id("compare-loss-chart")
+    lab.page.wait_for_function("(el) => Number(el.dataset.points) > 0", arg=chart.element_handle())
+    steps = max(steps_logged(lab_dir / "runs" / x) for x in (a, b, third))
+    expect(chart).to_have_attribute("data-x-max", str(steps))  # by step: the longest run's
+    axis = view.get_by_test_id("compare-x")
+    expect(axis.locator("option")).to_have_text(
+        ["step", "relative time", "wall time", "epoch", "fraction of the run"]
+    )
+    axis.select_option("fraction")
+    expect(chart).to_have_attribute("data-axis", "fraction")
+    expect(chart).to_have_attribute("data-x-max", "1")  # every run spans the whole width
+    lab.page.wait_for_timeout(300)  # the frame after the data
+    for color in RUN_COLORS:
+        assert pixels(chart, color) > 150, color  # both runs drawn across the new axis
+    axis.select_option("relative")
+    expect(chart).to_have_attribute("data-axis", "relative")
+    seconds = float(chart.get_attribute("data-x-max"))
+    assert 0 < seconds < 600  # seconds since each run started, from the logs' own clock
+    axis.select_option("epoch")
+    expect(chart).to_have_attribute("data-x-max", "3")
+    # at 700 px the third run's column is reached by scrolling the table, not cut off
+    scroll = view.get_by_test_id("compare-diff-scroll")
+    expect(view.get_by_test_id("compare-diff").locator("thead")).to_contain_text("third")
+    head = view.get_by_test_id("compare-diff").locator("thead th").nth(3)  # the last run's
+    scroll.evaluate("(el) => { el.scrollLeft = el.scrollWidth; }")
+    box, frame = head.bounding_box(), scroll.bounding_box()
+    assert frame["x"] - 1 <= box["x"]
+    assert box["x"] + box["width"] <= frame["x"] + frame["width"] + 1
+    first = view.get_by_test_id("compare-diff").locator("tbody tr td").first
+    assert first.bounding_box()["x"] >= frame["x"] - 1  # the value names stay in view
+    view.screenshot(path=SCREENSHOTS / "lab_compare_axes.png")

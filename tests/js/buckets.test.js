@@ -28,6 +28,24 @@ function sync(series, store) {
 }
 
 describe("BucketSeries", () => {
+  it("keeps a flag column (Reduce.MAX) beside value columns, merged as any of its points", () => {
+    // a flag's tag ("max") once matched the :max partners' and the flag stayed 0
+    const s = new BucketSeries(
+      [
+        { name: "first", dtype: "int32", reduce: Reduce.FIRST },
+        { name: "seconds", dtype: "float32", reduce: Reduce.MEAN },
+        { name: "improved", dtype: "int32", reduce: Reduce.MAX },
+        { name: "n", dtype: "int32", reduce: Reduce.SUM },
+      ],
+      { capacity: 4 },
+    );
+    s.extend({ first: [1, 2, 3, 4], seconds: [1, 1, 1, 1], improved: [1, 0, 0, 1] });
+    expect(Array.from(s.column("improved"))).toEqual([1, 0, 0, 1]);
+    s.extend({ first: [5], seconds: [1], improved: [0] }); // merges pairs
+    expect(Array.from(s.column("improved"))).toEqual([1, 1, 0]);
+    expect(Array.from(s.column("seconds:max"))).toEqual([1, 1, 1]);
+  });
+
   it("holds one row per point until full, then merges pairs and doubles the width", () => {
     const s = steps(8);
     const xs = range(1, 8);

@@ -43,9 +43,17 @@ export function fakeApi({ lines = [], status = "running", pageBytes = 1 << 20 } 
       api.calls.push(["list", opts]);
       return api.listing;
     },
+    name: null,
+    renameError: null,
     async run(folder, runId) {
       api.calls.push(["run", folder, runId]);
-      return { server_time: api.serverTime, run: { run_id: runId, status: api.status }, folder: { key: folder, label: "runs" }, problems: [] };
+      return { server_time: api.serverTime, run: { run_id: runId, status: api.status, name: api.name }, folder: { key: folder, label: "runs" }, problems: [] };
+    },
+    async rename(folder, runId, name) {
+      api.calls.push(["rename", folder, runId, name]);
+      if (api.renameError) throw api.renameError;
+      api.name = name.trim() || null;
+      return { run_id: runId, folder, name: api.name };
     },
     async log(folder, runId, offset, { maxBytes, inLine } = {}) {
       api.calls.push(["log", offset, inLine]);

@@ -1,6 +1,6 @@
 // The runs side panel: filter, sort, the rows it shows, opening and comparing.
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { RunsList, fmtEpochs, rowCells, runDuration, visibleRows } from "../../js/lab/runs_list.js";
+import { RunsList, bestLabel, bestMetric, fmtEpochs, rowCells, runDuration, visibleRows } from "../../js/lab/runs_list.js";
 import { fakeApi, until } from "./lab_helpers.js";
 
 const row = (id, over = {}) => ({
@@ -57,6 +57,36 @@ describe("visibleRows", () => {
   });
 });
 
+describe("names and the best metric", () => {
+  it("says which metric the best is and which way is better", () => {
+    expect(bestLabel(row("a", { best_source: "val_edp.loss", best_mode: "min" }))).toBe("val loss ↓");
+    expect(bestLabel(row("a", { best_source: "val_edp.metrics.accuracy", best_mode: "max" }))).toBe("val accuracy ↑");
+    expect(bestLabel(row("a", { best_source: "train_edp.error" }))).toBe("train error ↓"); // an older record: by its name
+    expect(bestMetric(row("a", { best_source: "val_edp.metrics.f1_macro" })).mode).toBe("max");
+    expect(bestMetric(row("a", { best_source: "val_edp.metrics.custom" })).mode).toBe("");
+    expect(bestLabel(row("a", { best_source: null }))).toBe("");
+    const c = rowCells(row("a", { name: "high lr", best_source: "val_edp.loss", best_mode: "min", best_value: 0.123 }), 2000);
+    expect([c.name, c.bestLabel, c.best]).toEqual(["high lr", "val loss ↓", "0.123"]);
+  });
+
+  it("sorts by best within each metric, never across metrics", () => {
+    const rows = [
+      row("acc1", { best_source: "val_edp.metrics.accuracy", best_mode: "max", best_value: 0.8 }),
+      row("err1", { best_source: "val_edp.error", best_mode: "min", best_value: 0.3 }),
+      row("acc2", { best_source: "val_edp.metrics.accuracy", best_mode: "max", best_value: 0.9 }),
+      row("none", { best_source: null, best_value: null }),
+      row("err2", { best_source: "val_edp.error", best_mode: "min", best_value: 0.1 }),
+    ];
+    const ids = visibleRows(rows, { sort: "best" }).map((r) => r.run_id.slice(0, 4));
+    expect(ids).toEqual(["acc2", "acc1", "err2", "err1", "none"]); // accuracy: higher first
+  });
+
+  it("finds a run by its name", () => {
+    const rows = [row("aaaa", { name: "high lr" }), row("bbbb")];
+    expect(visibleRows(rows, { text: "high" }).map((r) => r.run_id.slice(0, 4))).toEqual(["aaaa"]);
+  });
+});
+
 describe("RunsList", () => {
   let list;
   afterEach(() => {
@@ -80,6 +110,9 @@ describe("RunsList", () => {
     expect(rows()[2].textContent).toContain("notebooks/exp/runs"); // two folders: each row says which
     expect(q("runs-count").textContent).toBe("4 of 4 runs");
     expect(q("runs-notes").textContent).toContain("older runs");
+    // the name first, the id after it; the best says its metric and direction
+    expect(rows()[3].querySelector('[data-testid="run-name"]')).toBeNull(); // no name: the id alone
+    expect(rows()[3].querySelector('[data-testid="run-best"]').textContent).toBe("best val error ↓ 0.3");
     rows()[3].click();
     expect(opened).toEqual([ROWS[0].run_id]);
     list.filter.value = "interr";
@@ -149,5 +182,20 @@ describe("RunsList", () => {
     expect(rows()[0].querySelector('[data-testid="run-pick"]').disabled).toBe(true); // damaged: not comparable
     await until(() => true);
     expect(window.__pwned).toBeUndefined();
+  });
+});
+
+describe("a named row", () => {
+  it("shows the name before the id", async () => {
+    const api = fakeApi();
+    api.listing = { server_time: 4000, folders: [FOLDERS.rA], runs: [row("aaaa", { name: "high lr" })], notes: [] };
+    const list = new RunsList({ api, onOpen: () => {}, onCompare: () => {} });
+    await list.refresh();
+    const line = list.node.querySelector('[data-testid="run-row"] .nnx-runs-line');
+    const name = line.querySelector('[data-testid="run-name"]');
+    const id = line.querySelector('[data-testid="run-id"]');
+    expect(name.textContent).toBe("high lr");
+    expect(name.compareDocumentPosition(id) & Node.DOCUMENT_POSITION_FOLLOWING).toBeTruthy();
+    list.dispose();
   });
 });

@@ -29,6 +29,41 @@ describe("RunState", () => {
     expect(s.config).toEqual({ train: { seed: 1 } });
   });
 
+  it("derives samples/s and the ETA from the log's times, never from how fast it was read", () => {
+    // 300 steps of 32 samples in 60 s (3 epochs of 20 s) of a 10-epoch run, opened at 1062
+    const lines = runLog({ steps: 300, perEpoch: 100, finished: null });
+    lines[0].n_epochs = 10;
+    for (const l of lines) if (l.event === "epoch_ended") l.seconds = 20;
+    let ms = 0;
+    const s = new RunState({ now: () => ms });
+    // the replay: three pages 0.6 s apart, the log read to its end at the last
+    for (const [page, caughtUp] of [[lines.slice(0, 120), false], [lines.slice(120, 250), false], [lines.slice(250), true]]) {
+      s.apply(page);
+      s.tick(1062, caughtUp);
+      ms += 600; // our clock moves on between pages; the replay is not the run
+    }
+    // over the last 10 s or more of the writer's clock: epoch 2's end (1040) to now (1062)
+    expect(s.traits.samples_per_sec).toBeCloseTo((100 * 32) / 22, 2);
+    expect(s.traits.eta).toBeCloseTo((1000 - 300) / (100 / 22), 1);
+    // followed live: 25 more steps by 1067
+    s.apply(runLog({ steps: 325, perEpoch: 100, finished: null }).filter((l) => l.event === "step" && l.step > 300));
+    s.tick(1067, true);
+    expect(s.traits.samples_per_sec).toBeCloseTo((125 * 32) / 27, 2);
+    // a page that is not the log's end says nothing of now: the rate stands
+    s.apply(runLog({ steps: 400, perEpoch: 100, finished: null }).filter((l) => l.event === "step" && l.step > 325));
+    s.tick(1090, false);
+    expect(s.traits.samples_per_sec).toBeCloseTo((125 * 32) / 27, 2);
+  });
+
+  it("has no rate before the log's clock says two things", () => {
+    const s = new RunState();
+    const lines = runLog({ steps: 50, perEpoch: 100, finished: null });
+    s.apply(lines);
+    s.tick(1000.2, false);
+    expect(s.traits.samples_per_sec).toBeNull();
+    expect(s.traits.eta).toBeNull();
+  });
+
   it("reads non-finite losses sent as text, and says since when", () => {
     const s = new RunState();
     s.apply(runLog({ steps: 6, perEpoch: 10, loss: (x) => (x >= 4 ? NaN : 1), finished: null }));
@@ -195,7 +230,7 @@ describe("RunModel under the monitor's view", () => {
 
 describe("RunView", () => {
   it("names the run and its folder and says what of its log was damaged", async () => {
-    const api = fakeApi({ lines: runLog({ runId: ID, steps: 4 }) });
+    const api = fakeApi({ lines: runLog({ runId: ID, steps: 4, perEpoch: 2 }) });
     api.text += "this is not json\n";
     const host = document.createElement("div");
     document.body.append(host);
@@ -206,8 +241,61 @@ describe("RunView", () => {
     expect(q(host, "run-problems").textContent).toMatch(/1 damaged line of metrics.jsonl skipped/);
     await until(() => q(host, "loss-chart").dataset.points === "4");
     expect(q(host, "status").textContent).toBe("finished");
+    // the log's "improved": true is the table's ★ BEST mark
+    await until(() => (q(host, "epochs-table") || { textContent: "" }).textContent.includes("★"));
     v.dispose();
     expect(host.children.length).toBe(0);
     host.remove();
+  });
+});
+
+describe("RunView's name", () => {
+  it("shows the run's name, renames it in place, and says why a name was refused", async () => {
+    const api = fakeApi({ lines: runLog({ runId: ID, steps: 4 }) });
+    api.name = "first";
+    const host = document.createElement("div");
+    document.body.append(host);
+    const titles = [];
+    const v = new RunView(host, { api, folder: "rk", runId: ID, pollMs: 5, onName: (n) => titles.push(n) });
+    await until(() => q(host, "run-name").textContent === "first");
+    expect(titles).toEqual(["first"]);
+    const where = q(host, "run-where");
+    expect(where.firstElementChild).toBe(q(host, "run-name")); // the name first, the id after
+    q(host, "run-rename").click();
+    const input = q(host, "run-name-input");
+    expect(input.value).toBe("first");
+    // a refusal is shown, the name kept, the box left open
+    api.renameError = Object.assign(new Error("name='a\\nb' is invalid: use plain text on one line"), { status: 400 });
+    input.value = "bad name";
+    input.dispatchEvent(new KeyboardEvent("keydown", { key: "Enter" }));
+    await until(() => !q(host, "run-rename-error").hidden);
+    expect(q(host, "run-rename-error").textContent).toMatch(/Not renamed: .*one line/);
+    expect(q(host, "run-name-input")).not.toBeNull();
+    api.renameError = null;
+    input.value = "high lr";
+    q(host, "run-name-save").click();
+    await until(() => q(host, "run-name").textContent === "high lr");
+    expect(q(host, "run-rename-error").hidden).toBe(true);
+    expect(q(host, "run-name-input")).toBeNull();
+    expect(api.calls.filter((c) => c[0] === "rename").map((c) => c[3])).toEqual(["bad name", "high lr"]);
+    expect(titles[titles.length - 1]).toBe("high lr");
+    // Escape leaves the name as it was
+    q(host, "run-rename").click();
+    q(host, "run-name-input").value = "other";
+    q(host, "run-name-input").dispatchEvent(new KeyboardEvent("keydown", { key: "Escape" }));
+    expect(q(host, "run-name").textContent).toBe("high lr");
+    await new Promise((r) => setTimeout(r, 30)); // later reads of the run keep the new name
+    expect(q(host, "run-name").textContent).toBe("high lr");
+    v.dispose();
+    host.remove();
+  });
+
+  it("says a run has no name", async () => {
+    const api = fakeApi({ lines: runLog({ runId: ID, steps: 2 }) });
+    const host = document.createElement("div");
+    const v = new RunView(host, { api, folder: "rk", runId: ID, pollMs: 5 });
+    await until(() => q(host, "run-name").dataset.empty === "true");
+    expect(q(host, "run-name").textContent).toBe("unnamed");
+    v.dispose();
   });
 });

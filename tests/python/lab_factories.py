@@ -27,7 +27,7 @@ class Api:
         if params:
             url += "?" + urlencode(params)
         kwargs = {"method": method, "headers": {**self._auth, **(headers or {})}}
-        if method == "POST":
+        if method in ("POST", "PUT"):
             kwargs["body"] = body if body is not None else ""
         try:
             response = self._loop.run_until_complete(self._client.fetch(url, **kwargs))

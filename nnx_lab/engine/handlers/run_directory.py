@@ -148,10 +148,14 @@ class RunRecorder:
         with self._write_lock:  # the watchdog may be writing this very dict
             self.run.metadata.update(epochs_completed=event.epoch, steps=event.step)
         if event.improved:
+            # a declared monitor says its direction; the §2.11 signal (an error or a
+            # loss) is lower-is-better
+            mode = (event.selection or {}).get("mode") if event.selection else "min"
             self._decided[event.epoch] = {
                 "value": event.signal,
                 "source": event.signal_source,
                 "epoch": event.epoch,
+                "mode": mode if mode in ("min", "max") else None,
             }
 
     def on_checkpoint_written(self, event: CheckpointWritten) -> None:

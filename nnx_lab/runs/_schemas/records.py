@@ -24,10 +24,12 @@ import msgspec
 from .._schema import Finite, NonNegativeInt, PositiveInt
 
 __all__ = [
+    "RUN_NAME_MAX",
     "RUN_STATUSES",
     "Metadata",
     "RunConfig",
     "RunId",
+    "RunName",
     "RunStatus",
     "Timestamp",
 ]
@@ -38,6 +40,17 @@ RunId = Annotated[str, msgspec.Meta(pattern="^[0-9a-f]{32}$")]
 Timestamp = Annotated[float, msgspec.Meta(ge=0.0, le=7_258_118_400.0)]
 RunStatus = Literal["created", "running", "stopped", "finished", "failed"]
 RUN_STATUSES = ("created", "running", "stopped", "finished", "failed")
+# A run's name (``nnx_lab.runs.check_run_name`` says the same in words): one line of
+# text, a label rather than notes, without a control or a direction character.
+RUN_NAME_MAX = 100
+RunName = Annotated[
+    str,
+    msgspec.Meta(
+        min_length=1,
+        max_length=RUN_NAME_MAX,
+        pattern="^[^\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]+$",
+    ),
+]
 
 
 # -- run.yaml ---------------------------------------------------------------------------------
@@ -76,6 +89,7 @@ class Best(msgspec.Struct):
     value: Finite | None = None  # the selection signal: None when no epoch had a finite one
     source: str | None = None
     epoch: NonNegativeInt | None = None
+    mode: Literal["min", "max"] | None = None  # lower or higher is better; None: older runs
 
 
 class Precision(msgspec.Struct):
@@ -105,6 +119,7 @@ class Metadata(msgspec.Struct):
     one whose writer died before it wrote them, records fewer."""
 
     status: RunStatus = "created"
+    name: RunName | None = None  # never part of the run id; renamed in place (runs._naming)
     started_at: Timestamp | None = None
     heartbeat: Timestamp | None = None
     finished_at: Timestamp | None = None

@@ -316,6 +316,9 @@ def test_the_stop_request_ends_a_real_training_run_in_another_process(api, jp_ro
     last = json.loads((run_dir / "metrics.jsonl").read_text().splitlines()[-1])
     assert (last["event"], last["status"]) == ("run_finished", "stopped")
     assert "enough" in (last["stop_reason"] or "")
+    # the reason reads once: "enough by <user>", the panel not named again as the user
+    assert last["stop_reason"].startswith("enough by ")
+    assert "runs panel" not in last["stop_reason"]
     assert _by_id(api("runs")[1])[run_id]["status"] == "stopped"
     # a stopped run has nothing to stop: refused, nothing written
     (run_dir / STOP_REQUEST).unlink(missing_ok=True)
@@ -336,6 +339,7 @@ def _endpoints(key, run_id):
         ("GET", f"runs/{key}/{run_id}", None),
         ("GET", f"runs/{key}/{run_id}/log", None),
         ("POST", f"runs/{key}/{run_id}/stop", None),
+        ("PUT", f"runs/{key}/{run_id}/name", None),
         ("GET", "compare", [("run", f"{key}/{run_id}"), ("run", f"{key}/{run_id}")]),
     ]
 

@@ -55,6 +55,8 @@ def test_a_race_fits_each_plan_into_its_own_lane(monitor, base):
     assert [r["name"] for r in runs] == ["base", "fast", "seed 4"]
     assert [r["status"] for r in runs] == ["finished"] * 3
     assert [r["run_id"] for r in runs] == [results[n].run.id for n in plans]
+    # each run is named after its branch, in its record (the runs panel shows it first)
+    assert [results[n].run.metadata.get("name") for n in plans] == ["base", "fast", "seed 4"]
     assert all(r["epoch"] == 3 and r["n_epochs"] == 3 and r["step"] == 12 for r in runs)
     assert lane_lengths(monitor) == dict.fromkeys(plans, (12, 3))
     # each lane holds its own run's losses (step records of its metrics.jsonl)
@@ -296,3 +298,12 @@ def test_a_view_that_joins_mid_race_holds_every_run_as_the_kernel_does(tmp_path)
                     assert got == values, (name, field)
     finally:
         monitor.close()
+
+
+def test_a_race_names_each_run_after_its_branch_and_its_plan(base):
+    from nnx_lab.widgets._monitor_jobs import _run_name
+
+    assert _run_name(base, "high lr") == "high lr"
+    assert _run_name(base.with_train(name="baseline"), "high lr") == "baseline · high lr"
+    assert _run_name(base.with_train(name="high lr"), "high lr") == "high lr"
+    assert _run_name(base.with_train(name="b" * 95), "high lr") == "high lr"  # too long
