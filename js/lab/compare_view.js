@@ -8,6 +8,8 @@ import { smoothLoss } from "../monitor/smoothing.js";
 import { Chart } from "../shared/chart.js";
 import { h, legend } from "../shared/dom.js";
 import { fmtValue } from "../shared/format.js";
+import { stepTicks, valueTicks } from "../shared/ticks.js";
+import { metricTitle, setYTitle } from "../monitor/task.js";
 import { AXES, axisFormat, stepsToX } from "./compare_axes.js";
 import { shownValue } from "./format_lab.js";
 import { RunFollower } from "./run_follow.js";
@@ -162,6 +164,10 @@ export class CompareView {
   _makeCharts() {
     const { label, format } = axisFormat(this.axis);
     const series = this.runs.map((r) => ({ label: r.shown, color: r.color, width: 2, spanGaps: true }));
+    // one label format per axis; a step axis counts whole steps (the other axes are
+    // times and fractions, labelled by their own format)
+    const steps = this.axis === "step";
+    const ticks = { yTicks: valueTicks, ...(steps ? { xTicks: stepTicks, xInteger: true } : {}) };
     this.lossChart = new Chart(this.lossFig, {
       title: `Training loss of each run by ${label}`,
       xLabel: label,
@@ -170,15 +176,19 @@ export class CompareView {
       series: series.map((s) => ({ ...s })),
       xFormat: format,
       yFormat: fmtValue,
+      ...ticks,
     });
+    const epochs = this.axis === "epoch" ? { xTicks: stepTicks, xInteger: true } : {};
     this.epochChart = new Chart(this.epochFig, {
       title: `Per-epoch metric of each run by ${label}`,
       xLabel: label,
-      yLabel: "value",
+      yLabel: metricTitle(this.metricSelect.value),
       height: 200,
       series: series.map((s) => ({ ...s, points: true })),
       xFormat: format,
       yFormat: fmtValue,
+      ...ticks,
+      ...epochs,
     });
     this.lossCaption.textContent = `Training loss (smoothed) by ${label}`;
     this.epochCaption.textContent = `Per epoch, by ${label}`;
@@ -268,6 +278,7 @@ export class CompareView {
         }))
         .map(finiteX),
     );
+    setYTitle(this.epochChart, metricTitle(metric)); // the axis says which metric
     this.epochChart.setData(epochs.x, epochs.ys);
     this.lossFig.dataset.points = String(loss.x.length);
     this.lossFig.dataset.xMax = loss.x.length ? String(loss.x[loss.x.length - 1]) : "";

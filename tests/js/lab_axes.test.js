@@ -122,6 +122,11 @@ describe("CompareView's x axis", () => {
     expect([...x.options].map((o) => o.textContent)).toEqual(["step", "relative time", "wall time", "epoch", "fraction of the run"]);
     const xs = () => view.lossChart.plot.data[0];
     expect(xs()[xs().length - 1]).toBe(400);
+    // whole steps on a step axis, one label format; the epoch axis names its metric
+    expect(view.lossChart.opts.xInteger).toBe(true);
+    expect(view.lossChart.opts.xTicks([9000, 9500, 10000])).toEqual(["9k", "9.5k", "10k"]);
+    expect(view.epochChart.opts.yLabel).toBe(view.epochFig.dataset.metric.replaceAll("_", " "));
+    expect(view.epochChart.opts.yLabel).not.toBe("value");
     x.value = "fraction";
     x.dispatchEvent(new Event("change"));
     expect(host.querySelector('[data-testid="compare-loss-chart"]').dataset.axis).toBe("fraction");
@@ -136,6 +141,7 @@ describe("CompareView's x axis", () => {
     expect(last(1)).toBe(1);
     expect(last(2)).toBe(1);
     expect(view.epochChart.plot.data[0]).toContain(0.5); // the epochs on the same axis
+    expect(view.lossChart.opts.xInteger).toBeFalsy(); // a fraction is no count
     x.value = "relative";
     x.dispatchEvent(new Event("change"));
     expect(view.lossChart.opts.xLabel).toBe("time since the run started");
