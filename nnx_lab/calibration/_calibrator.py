@@ -13,7 +13,7 @@ import torch
 
 from ..engine.data import tensor_digest
 from ..engine.probabilities import ProbabilitySpec, prediction_from_logits
-from ..errors import ConfigError
+from ..errors import CalibrationError, CalibrationMismatchError
 from ..runs import CalibratorFile, DocumentType
 from ._inputs import check_overrides, check_prediction, check_text
 from ._prediction import CalibratedPrediction
@@ -35,7 +35,7 @@ def model_fingerprint(model: Any) -> str:
     changes whenever the weights change. Takes an ``NNModel`` or an ``nn.Module``."""
     net = getattr(model, "net", model)
     if not isinstance(net, torch.nn.Module):
-        raise ConfigError(
+        raise CalibrationError(
             "model", model, "pass an NNModel (or a torch.nn.Module) to fingerprint its weights"
         )
     h = hashlib.sha256()
@@ -68,14 +68,14 @@ class TemperatureCalibrator:
     def __post_init__(self) -> None:
         t = self.temperature
         if isinstance(t, bool) or not isinstance(t, int | float) or not math.isfinite(t) or t <= 0:
-            raise ConfigError(
+            raise CalibrationError(
                 "TemperatureCalibrator.temperature", t, "a temperature is a finite number > 0"
             )
         least = 2 if self.kind == "categorical" else 1
         if self.n_outputs < least or (
             self.labels is not None and len(self.labels) != self.n_outputs
         ):
-            raise ConfigError(
+            raise CalibrationError(
                 "TemperatureCalibrator.n_outputs",
                 self.n_outputs,
                 f"the class axis has one entry per label ({self.labels}), at least {least}",
@@ -165,14 +165,14 @@ class TemperatureCalibrator:
         axis = spec.axis_for(tuple(prediction.logits.shape))
         size = prediction.logits.shape[axis]
         if spec.kind != self.kind:
-            raise ConfigError(
+            raise CalibrationMismatchError(
                 "prediction.spec.kind",
                 spec.kind,
                 f"this calibrator was fitted on {self.kind!r} probabilities; predict with "
                 f"ProbabilitySpec(kind={self.kind!r}, ...)",
             )
         if size != self.n_outputs:
-            raise ConfigError(
+            raise CalibrationMismatchError(
                 "prediction",
                 f"{size} classes (outputs)",
                 f"this calibrator was fitted on {self.n_outputs}; predict with the model it "
@@ -187,7 +187,7 @@ class TemperatureCalibrator:
                     and sorted(map(str, spec.labels)) == sorted(map(str, self.labels))
                 )
                 problem = "in another order" if same_set else "different"
-                raise ConfigError(
+                raise CalibrationMismatchError(
                     "prediction.spec.labels",
                     spec.labels,
                     f"the labels are {problem} than the calibrator's {self.labels}; predict "
@@ -197,7 +197,7 @@ class TemperatureCalibrator:
             used.append("labels")
         if model_id != self.model_id:
             if "model_id" not in overrides:
-                raise ConfigError(
+                raise CalibrationMismatchError(
                     "model_id",
                     model_id,
                     f"this calibrator was fitted on the logits of model {self.model_id!r}; "
@@ -251,7 +251,7 @@ class TemperatureCalibrator:
         split_id = check_text(split_id, "split_id")  # type: ignore[assignment]
         for name, taken in (("split_id", self.split_id), ("train_split_id", self.train_split_id)):
             if split_id == taken:
-                raise ConfigError(
+                raise CalibrationError(
                     "split_id",
                     split_id,
                     f"the calibrator was fitted with {name}={taken!r}; report on a held-out "

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from ..errors import CalibrationFitError, ConfigError
+from ..errors import CalibrationError, CalibrationFitError
 from ._calibrator import TemperatureCalibrator
 from ._inputs import (
     Rows,
@@ -210,7 +210,7 @@ def fit_temperature(
     check_text(test_split_id, "test_split_id", optional=True)
     check_split_ids(train_split_id=train_split_id, split_id=split_id, test_split_id=test_split_id)
     if isinstance(max_iter, bool) or not isinstance(max_iter, int) or max_iter < 1:
-        raise ConfigError("max_iter", max_iter, "pass a positive number of iterations")
+        raise CalibrationError("max_iter", max_iter, "pass a positive number of iterations")
     rows = prediction_rows(prediction, y)
     spec = prediction.spec
     assert spec is not None

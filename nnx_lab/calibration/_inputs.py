@@ -11,7 +11,7 @@ import torch
 
 from ..engine.losses import IGNORE_INDEX
 from ..engine.probabilities import PredictionResult
-from ..errors import ConfigError, DataError
+from ..errors import CalibrationError, DataError
 
 OVERRIDES = ("model_id", "labels")
 
@@ -29,20 +29,20 @@ class Rows:
 
 def check_prediction(prediction: Any, field: str = "prediction") -> PredictionResult:
     if hasattr(prediction, "calibrated_logits"):
-        raise ConfigError(
+        raise CalibrationError(
             field,
             "a CalibratedPrediction",
             "pass the raw prediction (model.predict_proba(X, spec)); the calibrator applies "
             "its temperature itself",
         )
     if not isinstance(prediction, PredictionResult):
-        raise ConfigError(
+        raise CalibrationError(
             field,
             prediction if not isinstance(prediction, torch.Tensor) else "a tensor",
             "pass model.predict_proba(X, spec) (or prediction_from_logits(logits, spec))",
         )
     if prediction.spec is None:
-        raise ConfigError(
+        raise CalibrationError(
             field,
             "a regression prediction",
             "temperature scaling calibrates probabilities: declare a categorical or "
@@ -55,7 +55,7 @@ def check_text(value: Any, field: str, *, optional: bool = False) -> str | None:
     if value is None and optional:
         return None
     if not isinstance(value, str) or not value.strip():
-        raise ConfigError(
+        raise CalibrationError(
             field,
             value,
             "pass a non-empty string"
@@ -71,7 +71,7 @@ def check_split_ids(**ids: str | None) -> None:
     for i, (a, va) in enumerate(named):
         for b, vb in named[i + 1 :]:
             if va == vb:
-                raise ConfigError(
+                raise CalibrationError(
                     b,
                     vb,
                     f"it equals {a}={va!r}; calibrate on a split that is neither the training "
@@ -84,11 +84,11 @@ def check_overrides(override: Any) -> tuple[str, ...]:
         return ()
     names = (override,) if isinstance(override, str) else override
     if not isinstance(names, Iterable):
-        raise ConfigError("override", override, f"pass one of {OVERRIDES} or a tuple of them")
+        raise CalibrationError("override", override, f"pass one of {OVERRIDES} or a tuple of them")
     names = tuple(names)
     for name in names:
         if name not in OVERRIDES:
-            raise ConfigError(
+            raise CalibrationError(
                 "override",
                 name,
                 f"the overrides are {', '.join(repr(o) for o in OVERRIDES)}",

@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from ..errors import ConfigError, DataError
+from ..errors import ConfigError, DataError, MetricMergeError
 from ._stream_inputs import Declared, as_tensor, shape_batch
 from .metrics import KINDS, FinalizeContext, MetricBatch, MetricSpec, statistic_for
 
@@ -267,14 +267,14 @@ class StreamingMetrics:
         mine, theirs = self.declaration(), other.declaration()
         if mine != theirs:
             diff = [k for k in mine if mine[k] != theirs[k]]
-            raise ConfigError(
+            raise MetricMergeError(
                 "StreamingMetrics.merge",
                 {k: (mine[k], theirs[k]) for k in diff},
                 "merge only accumulations declared with the same metrics, kind, class_axis "
                 "and ignore_index",
             )
         if None not in (self.n_classes, other.n_classes) and self.n_classes != other.n_classes:
-            raise ConfigError(
+            raise MetricMergeError(
                 "StreamingMetrics.merge",
                 {"n_classes": (self.n_classes, other.n_classes)},
                 "merge only accumulations over the same classes",

@@ -22,7 +22,7 @@ from typing import Any
 import torch
 
 from ..errors import ConfigError
-from ..runs import check_manifest, resolve_runs_root
+from ..runs import check_manifest, emit, resolve_runs_root
 from .checkpoint import NNCheckpoint
 from .data import check_inputs, check_loader, first_targets, tensor_digest
 from .drift import print_model_banner
@@ -53,7 +53,7 @@ from .run_assembly import (
     reserve_run,
     run_config,
 )
-from .run_handle import NNRun, run_id_for
+from .run_handle import NNRun, run_id_for, saved_line
 from .scoring import check_declared
 from .tasks import Task, task_for
 from .train_checks import check_metric_params, check_train_args
@@ -255,6 +255,8 @@ class NNModel:
             raise outcome.raised
         if distributed is not None:
             distributed.barrier()  # rank 0 has written everything once the others return
+        if recorder is not None:
+            emit(saved_line(run.run_dir))  # NNx's closing line; set_config_report silences it
         return run
 
     def preflight(

@@ -278,6 +278,9 @@ def _assemble(
         if distributed is None
         else DistributedTrainStep(*parts, collective=distributed)
     )
+    # fp32 has no scaler or gradient check: the loss itself is checked before backward.
+    # A rank of a DDP run leaves it to the collective flush (a lone raise would hang).
+    step.guard_loss = params.stop_on_nonfinite and not precision.reduced and distributed is None
     loop = TrainingLoop(
         step,
         params,

@@ -36,7 +36,15 @@ from .params import NNModelParams, NNParams
 from .precision import ResolvedPrecision
 from .selection import MonitorRecord
 
-__all__ = ["FORMAT_VERSION", "IDP", "NNRun", "iter_events", "read_events", "run_id_for"]
+__all__ = [
+    "FORMAT_VERSION",
+    "IDP",
+    "NNRun",
+    "iter_events",
+    "read_events",
+    "run_id_for",
+    "saved_line",
+]
 
 
 _PLATFORM: dict[str, str] = {}
@@ -248,6 +256,17 @@ def iter_events(path: Path) -> Iterator[Event]:
 def read_events(path: Path) -> list[Event]:
     """The events of a ``metrics.jsonl`` (``iter_events``, as a list)."""
     return list(iter_events(path))
+
+
+def saved_line(run_dir: str | os.PathLike[str]) -> str:
+    """The line ``train()`` ends with, as NNx prints it: the run's folder relative to the
+    working directory (``/`` separators) when it lies under it, else absolute."""
+    path = Path(run_dir).resolve()
+    try:
+        shown = path.relative_to(Path.cwd().resolve()).as_posix()
+    except ValueError:
+        return f"Run saved to {path.as_posix()}"
+    return f"Run saved to {shown} (relative to the working directory)"
 
 
 def write_metadata(run: NNRun) -> None:

@@ -18,7 +18,7 @@ import numbers
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import ConfigError
+from ..errors import TaskValidationError
 from .enums import Losses
 
 __all__ = ["TASK_KINDS", "TaskSpec"]
@@ -70,7 +70,7 @@ class TaskSpec:
 
     def __post_init__(self) -> None:
         if self.kind not in TASK_KINDS:
-            raise ConfigError(
+            raise TaskValidationError(
                 "TaskSpec.kind",
                 self.kind,
                 "use TaskSpec.categorical(n), TaskSpec.regression(n) or TaskSpec.multilabel(n)",
@@ -82,18 +82,18 @@ class TaskSpec:
                 if self.kind == "categorical"
                 else f"pass the number of outputs, an integer >= {least}"
             )
-            raise ConfigError(f"{_FACTORY[self.kind]}: n", self.n_outputs, why)
+            raise TaskValidationError(f"{_FACTORY[self.kind]}: n", self.n_outputs, why)
         object.__setattr__(self, "n_outputs", int(self.n_outputs))
         if self.kind == "categorical":
             ii = self.ignore_index
             if ii is not None and not _is_int(ii):
-                raise ConfigError(
+                raise TaskValidationError(
                     "TaskSpec.categorical: ignore_index",
                     ii,
                     "pass an integer target value to leave out (torch's default is -100), or None",
                 )
             if ii is not None and 0 <= int(ii) < self.n_outputs:
-                raise ConfigError(
+                raise TaskValidationError(
                     "TaskSpec.categorical: ignore_index",
                     ii,
                     f"it is a class index in [0, {self.n_outputs}); pick a value outside, "
@@ -101,7 +101,7 @@ class TaskSpec:
                 )
             object.__setattr__(self, "ignore_index", None if ii is None else int(ii))
         elif self.ignore_index is not None:
-            raise ConfigError(
+            raise TaskValidationError(
                 f"{_FACTORY[self.kind]}: ignore_index",
                 self.ignore_index,
                 "only categorical tasks ignore a target value; mark a missing "
@@ -115,14 +115,14 @@ class TaskSpec:
                 or not math.isfinite(float(t))
                 or not 0.0 < float(t) < 1.0
             ):
-                raise ConfigError(
+                raise TaskValidationError(
                     "TaskSpec.multilabel: threshold",
                     t,
                     "pass a probability strictly between 0 and 1, e.g. 0.5",
                 )
             object.__setattr__(self, "threshold", float(t))
         elif self.threshold is not None:
-            raise ConfigError(
+            raise TaskValidationError(
                 f"{_FACTORY[self.kind]}: threshold",
                 self.threshold,
                 "only multilabel tasks decode at a threshold",
@@ -190,14 +190,14 @@ class TaskSpec:
             if loss not in allowed:
                 suited = [k for k, v in _LOSSES.items() if loss in v]
                 other = f"; {loss.name} trains {_FACTORY[suited[0]]}" if suited else ""
-                raise ConfigError(
+                raise TaskValidationError(
                     field,
                     f"{self!r} with loss={loss.name}",
                     f"a {self.kind} task trains with "
                     f"{' or '.join(f'Losses.{x.name}' for x in allowed)}{other}",
                 )
         if output_dim is not None and output_dim != self.n_outputs:
-            raise ConfigError(
+            raise TaskValidationError(
                 field,
                 f"{self!r} for a network with NNParams.output_dim={output_dim}",
                 f"declare the task over {output_dim} outputs "
@@ -219,12 +219,12 @@ class TaskSpec:
         if isinstance(data, TaskSpec):
             return data
         if not isinstance(data, dict) or "kind" not in data or "n_outputs" not in data:
-            raise ConfigError(
+            raise TaskValidationError(
                 "NNModelParams.task", data, "a saved task is {'kind': ..., 'n_outputs': ...}"
             )
         unknown = sorted(set(data) - {"kind", "n_outputs", "ignore_index", "threshold"})
         if unknown:
-            raise ConfigError(
+            raise TaskValidationError(
                 "NNModelParams.task", data, f"unknown keys {unknown}; was the record edited?"
             )
         return cls(**data)
