@@ -70,7 +70,7 @@ from ._jsonl import (
     read_jsonl,
 )
 from ._listing import damaged_row, list_runs, metadata_row, run_rows
-from ._output import config_report_enabled, emit, set_config_report
+from ._output import config_report_enabled, emit, reporting, set_config_report
 from ._provenance import (
     PROVENANCE_FILE,
     ExperimentManifest,
@@ -207,6 +207,7 @@ __all__ = [
     "read_record",
     "read_stop_request",
     "record_attempt",
+    "reporting",
     "request_stop",
     "resolve_runs_root",
     "run_dir",

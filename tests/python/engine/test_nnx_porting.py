@@ -96,3 +96,96 @@ def test_train_ends_with_the_run_saved_line(runs_root, capsys, monkeypatch):
     finally:
         set_config_report(None)
     assert os.path.isdir(runs_root / run.id)
+
+
+# -- callbacks and EarlyStopping (NNx's protocol) -------------------------------------------
+def test_a_callback_subclass_overrides_any_subset_of_nnx_hooks(runs_root):
+    from nnx_lab import Callback, Checkpoints, NNCheckpoint
+
+    base = Callback()
+    for hook in ("on_train_begin", "on_epoch_begin", "on_epoch_end", "on_train_end"):
+        assert getattr(base, hook)(None) is None  # the base hooks are no-ops
+    assert base.checkpoint_transforms() == ()
+    assert Callback.distributed is None
+
+    class Ends(Callback):
+        def __init__(self):
+            self.epochs, self.last = [], None
+
+        def on_epoch_end(self, ctx):
+            self.epochs.append(ctx.epoch)
+            self.last = ctx.idp
+
+        def on_train_end(self, ctx):
+            ctx.model.net.register_buffer("marker", torch.ones(1))
+
+    cb = Ends()
+    run = f.model().train(f.train_params(runs_root, n_epochs=2), callbacks=[cb, Callback()])
+    assert cb.epochs == [1, 2]  # nnx-lab counts epochs from 1 (docs/nnx_differences.md)
+    assert cb.last is run.idps[-1]
+    last = NNCheckpoint.load(run.id, Checkpoints.LAST, runs_root)
+    assert "marker" in last.model_state  # on_train_end ran before LAST was written
+    best = NNCheckpoint.load(run.id, Checkpoints.BEST, runs_root)
+    assert "marker" not in best.model_state
+
+
+def test_early_stopping_takes_nnx_arguments_and_ours():
+    from nnx_lab import EarlyStopping, MonitorSpec
+
+    nnx = EarlyStopping("val_edp.loss", 3, mode="max", name="es")
+    assert (nnx.monitor, nnx.patience, nnx.mode, nnx.name) == ("val_edp.loss", 3, "max", "es")
+    ours = EarlyStopping(3, "val_edp.loss", 0.1)
+    assert (ours.monitor, ours.patience, ours.min_delta, ours.mode) == (
+        "val_edp.loss",
+        3,
+        0.1,
+        "min",
+    )
+    assert EarlyStopping(None, 4).patience == 4
+    assert EarlyStopping(5).selected_monitor is None  # chosen at the first validated epoch
+    with pytest.raises(ValueError, match="mode='max' requires an explicit monitor"):
+        EarlyStopping(mode="max")
+    with pytest.raises(ValueError, match="'min' or 'max'"):
+        EarlyStopping(mode="up")
+    with pytest.raises(ValueError, match="own mode"):
+        EarlyStopping(monitor=MonitorSpec("accuracy"), mode="max")
+
+
+def test_early_stopping_max_mode_counts_a_rise_as_improvement():
+    import math
+
+    from nnx_lab import EarlyStopping, TrainingControl
+    from nnx_lab.engine.events import EpochEnded
+
+    es = EarlyStopping("train_edp.loss", 1, mode="max")
+    control = TrainingControl()
+    es.on_attach(control)
+
+    def epoch(n, value):
+        return EpochEnded(
+            epoch=n,
+            step=n,
+            lr=0.1,
+            train={},
+            val=None,
+            signal=None,
+            signal_source=None,
+            improved=False,
+            seconds=0.0,
+            train_last={"loss": value},
+        )
+
+    es.on_epoch_ended(epoch(1, 1.0))
+    es.on_epoch_ended(epoch(2, 2.0))  # a rise: better under mode="max"
+    assert es.counter == 0
+    assert es.best == 2.0
+    es.on_epoch_ended(epoch(3, math.nan))  # never the best; counts
+    assert es.stopped_epoch == 3
+
+
+def test_early_stopping_warns_in_nnx_words_without_validation(runs_root):
+    from nnx_lab import EarlyStopping
+
+    params = f.train_params(runs_root, n_epochs=1, val_loader=None)
+    with pytest.warns(RuntimeWarning, match="epoch 1 has no validation data point"):
+        f.model().train(params, callbacks=[EarlyStopping()])
