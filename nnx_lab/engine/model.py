@@ -205,6 +205,7 @@ class NNModel:
         distributed: Any = None,
         provenance: Any = None,
         eval_step_fn: Callable[..., EDP] | None = None,
+        salt: str | None = None,
     ) -> NNRun:
         """Train and record a run; every check runs before the run directory exists.
 
@@ -217,7 +218,9 @@ class NNModel:
         ``evaluate()`` for the per-epoch validation pass (e.g. ``streaming_eval_step``);
         it enters the run id by its code. ``distributed=nnx_lab.distributed.DDP()`` makes
         this process one rank of a data-parallel run (docs/distributed.md): rank 0 writes
-        the run, every rank returns the same ``NNRun``.
+        the run, every rank returns the same ``NNRun``. ``salt`` (NNx's): a non-empty
+        string folded into the run id, so the same configuration can run twice apart
+        (``run.salt``).
 
         The run trains, and records, what this model was built with: if ``net_params``
         or ``params`` were reassigned since, a drift banner says so first.
@@ -226,7 +229,7 @@ class NNModel:
             params, callbacks, components, distributed, eval_step_fn
         )
         print_model_banner(self)
-        pre = self.preflight(params, distributed, eval_step_fn)
+        pre = self.preflight(params, distributed, eval_step_fn, salt=salt)
         if provenance is not None:
             check_manifest(provenance, pre.config)
         existing = check_existing(pre, params, distributed)
@@ -260,7 +263,12 @@ class NNModel:
         return run
 
     def preflight(
-        self, params: NNTrainParams, distributed: Any = None, eval_step_fn: Any = None
+        self,
+        params: NNTrainParams,
+        distributed: Any = None,
+        eval_step_fn: Any = None,
+        *,
+        salt: str | None = None,
     ) -> Preflight:
         """The checks and the run's identity, with no side effect: what ``train`` knows
         before it touches the runs root (``nnx_lab.launch`` calls it for rank 0 of a run
@@ -278,11 +286,16 @@ class NNModel:
         root = resolve_runs_root(params.runs_root)
         world = 1 if distributed is None else int(distributed.world_size)
         resume = plan_resume(self, params, precision, root, world)
-        config = self.run_config(params, distributed, eval_step_fn)
+        config = self.run_config(params, distributed, eval_step_fn, salt=salt)
         return Preflight(precision, task, root, resume, config, run_id_for(config))
 
     def run_config(
-        self, params: NNTrainParams, distributed: Any = None, eval_step_fn: Any = None
+        self,
+        params: NNTrainParams,
+        distributed: Any = None,
+        eval_step_fn: Any = None,
+        *,
+        salt: str | None = None,
     ) -> dict[str, Any]:
         """The ``run.yaml`` a ``train(params)`` would write; its MD5 is the run id.
 
@@ -295,11 +308,12 @@ class NNModel:
             net_params=self._built_net_params,
             model_params=self.trained_params(),
             weights_digest=self.weights_digest,
+            salt=salt,
         )
 
-    def expected_run_id(self, params: NNTrainParams) -> str:
+    def expected_run_id(self, params: NNTrainParams, *, salt: str | None = None) -> str:
         """The id ``train(params)`` would give its run (see ``run_config``)."""
-        return run_id_for(self.run_config(params))
+        return run_id_for(self.run_config(params, salt=salt))
 
     def weights_digest(self) -> str:
         h = hashlib.sha256()

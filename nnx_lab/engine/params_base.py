@@ -92,3 +92,15 @@ class Params:
     def replace(self, **changes: Any):
         """A copy with ``changes`` applied and validated again."""
         return replace(self, **changes)  # type: ignore[type-var]
+
+    def state(self) -> dict[str, Any]:
+        """NNx's name for the plain form: ``to_json()``, the form ``run.yaml`` holds;
+        ``type(p).from_state(p.state()) == p``."""
+        return self.to_json()
+
+    @classmethod
+    def from_state(cls, state: Any):
+        """The params ``state()`` gave (``from_json``), validated again."""
+        if not isinstance(state, dict):
+            raise ConfigError(f"{cls.__name__}.from_state", state, "pass the dict state() gave")
+        return cls.from_json(dict(state))  # type: ignore[attr-defined]

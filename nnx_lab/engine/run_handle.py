@@ -23,6 +23,7 @@ from ..runs import (
     atomic_write_yaml,
     effective_status,
     event_from_line,
+    is_run_id,
     read_provenance,
     read_record,
     resolve_runs_root,
@@ -182,6 +183,30 @@ class NNRun:
             hook = getattr(self, ev.hook, None)
             if hook is not None:
                 hook(ev)
+
+    @property
+    def salt(self) -> str | None:
+        """The ``train(salt=...)`` folded into this run's id (None without one)."""
+        salt = self.config.get("salt")
+        return salt if isinstance(salt, str) else None
+
+    @staticmethod
+    def all(root: str | os.PathLike[str] | None = None) -> list[NNRun]:
+        """Every run under the runs root (``NNRun.load`` of each folder named by a run id
+        that holds a ``run.yaml``), in id order; ``[]`` when there is no runs root.
+        Other entries (files, links, lock files) are passed over; a damaged run raises
+        as ``NNRun.load`` does. ``nnx_lab.list_runs()`` lists without loading."""
+        base = resolve_runs_root(root)
+        if not base.is_dir():
+            return []
+        ids = sorted(
+            e.name
+            for e in os.scandir(base)
+            if is_run_id(e.name)
+            and e.is_dir(follow_symlinks=False)
+            and os.path.isfile(os.path.join(e.path, "run.yaml"))
+        )
+        return [NNRun.load(i, base) for i in ids]
 
     @classmethod
     def load(cls, id: str, runs_root: str | os.PathLike[str] | None = None) -> NNRun:

@@ -116,6 +116,9 @@ def section_updates(
         if not isinstance(obj, cls):
             raise ConfigError(via, obj, f"pass a {cls.__name__}(...), or keyword arguments")
         updates = {f"{prefix}.{n}": getattr(obj, n) for n in names}
+        accum = getattr(obj, "accumulate_grad_batches", None)  # NNx's spelling, on the optim
+        if accum is not None:
+            updates["train.accumulation_steps"] = accum
     for name, value in changes.items():
         if name not in names:
             raise unknown_keyword(via, name, names)

@@ -91,6 +91,14 @@ EXPECTED = {
     "provenance",
     "prediction_from_logits",
     "streaming_eval_step",
+    # issue 29: what a user porting NNx code imports from the top level
+    "TaskValidationError",
+    "ResumePointError",
+    "calibration",
+    "abstention",
+    "streaming",
+    "seeding",
+    "set_seed",
 }
 
 
@@ -117,7 +125,18 @@ def test_the_widget_names_are_pinned():
     assert "DriftReport" not in nnx_lab.__all__
 
 
-MODULES = {"events", "precision", "data_splits", "preprocessing", "provenance", "distributed"}
+MODULES = {
+    "events",
+    "precision",
+    "data_splits",
+    "preprocessing",
+    "provenance",
+    "distributed",
+    "calibration",
+    "abstention",
+    "streaming",
+    "seeding",
+}
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED - {"__version__"}))
