@@ -31,7 +31,7 @@ class NNParams(Params):
     def __post_init__(self) -> None:
         set_field(self, "input_dim", positive_int(self.input_dim, "NNParams.input_dim"))
         set_field(self, "output_dim", positive_int(self.output_dim, "NNParams.output_dim"))
-        dims = self.hidden_dims
+        dims = () if self.hidden_dims is None else self.hidden_dims  # NNx's "no hidden layer"
         if isinstance(dims, str | bytes) or not isinstance(dims, Sequence):
             raise ConfigError(
                 "NNParams.hidden_dims", dims, "pass a list of positive integers, e.g. [32, 16]"

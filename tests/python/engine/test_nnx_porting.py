@@ -189,3 +189,24 @@ def test_early_stopping_warns_in_nnx_words_without_validation(runs_root):
     params = f.train_params(runs_root, n_epochs=1, val_loader=None)
     with pytest.warns(RuntimeWarning, match="epoch 1 has no validation data point"):
         f.model().train(params, callbacks=[EarlyStopping()])
+
+
+# -- specs and params -----------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "labels", [("a", ""), ("a", " "), ("only",)], ids=["empty", "blank", "one-categorical"]
+)
+def test_a_spec_refuses_an_empty_label_and_a_one_label_categorical(labels):
+    from nnx_lab import PredictionValidationError
+
+    with pytest.raises(PredictionValidationError):
+        ProbabilitySpec(kind="categorical", labels=labels)
+    assert ProbabilitySpec(kind="bernoulli", labels=("only",)).labels == ("only",)
+
+
+def test_hidden_dims_none_is_no_hidden_layer(runs_root):
+    from nnx_lab import NNParams
+
+    none = NNParams(input_dim=8, output_dim=3, hidden_dims=None)
+    assert none == NNParams(input_dim=8, output_dim=3, hidden_dims=[])
+    model = f.model(net={"hidden_dims": None})
+    assert len(model.predict(torch.randn(4, 8))) == 4
