@@ -114,6 +114,8 @@ class NNModel:
             )
         _refuse_loss_ref(params.loss)
         if params.task is not None:
+            if params.task.n_outputs is None:  # TaskSpec.categorical(): the net's width
+                params = params.replace(task=params.task.with_outputs(net_params.output_dim))
             params.task.check(params.loss, net_params.output_dim)
         self.net_params = net_params
         self.params = params

@@ -223,3 +223,29 @@ def test_the_raised_errors_are_nnx_classes():
     stream = model.iter_predict([(torch.zeros(2, 8), torch.zeros(2).long())])
     with pytest.raises(nnx_lab.streaming.StreamClosedError):
         list(stream)  # read outside its with block
+
+
+def test_task_spec_categorical_without_n_and_with_labels():
+    from nnx_lab import NNModel, TaskSpec, TaskValidationError
+
+    bare = TaskSpec.categorical()
+    assert bare.n_outputs is None  # taken from the network
+    model = NNModel(NNParams(input_dim=8, output_dim=3), NNModelParams(task=bare))
+    assert model.params.task == TaskSpec.categorical(3)
+    named = TaskSpec.categorical(labels=("a", "b", "c"))
+    assert named.n_outputs == 3
+    assert named.probability_spec().labels == ("a", "b", "c")
+    assert TaskSpec.from_json(named.to_json()) == named
+    assert "labels" not in TaskSpec.categorical(3).to_json()  # run ids without labels unchanged
+    with pytest.raises(TaskValidationError, match=r"2 label\(s\) but num_outputs=3"):
+        TaskSpec.categorical(3, labels=("a", "b"))
+    with pytest.raises(TaskValidationError, match="non-empty strings"):
+        TaskSpec.categorical(labels=("a", ""))
+    assert TaskSpec.multilabel(labels=("x", "y")).n_outputs == 2
+    assert TaskSpec.regression(labels=("price",)).n_outputs == 1
+    ds_model = NNModel(
+        NNParams(input_dim=8, output_dim=3), NNModelParams(task=named)
+    ).predict_proba(torch.randn(2, 8))
+    assert list(ds_model.decoded_labels()) == [
+        ("a", "b", "c")[i] for i in ds_model.decoded.tolist()
+    ]
