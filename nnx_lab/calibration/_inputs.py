@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -10,8 +11,8 @@ import numpy as np
 import torch
 
 from ..engine.losses import IGNORE_INDEX
-from ..engine.probabilities import PredictionResult
-from ..errors import CalibrationError, DataError
+from ..engine.probabilities import PredictionResult, ProbabilitySpec, prediction_from_logits
+from ..errors import CalibrationError, CalibrationMismatchError, DataError
 
 OVERRIDES = ("model_id", "labels")
 
@@ -25,6 +26,46 @@ class Rows:
     kind: str
     z: torch.Tensor
     y: torch.Tensor
+
+
+def with_labels(prediction: Any, labels: Any) -> Any:
+    """NNx's bare logits with ``labels=``, as the categorical prediction they describe;
+    ``labels`` given with a prediction names (or must match) its spec's classes."""
+    bare = isinstance(prediction, torch.Tensor | np.ndarray)
+    if bare and labels is None:
+        raise CalibrationError(
+            "labels",
+            None,
+            "pass labels=[...] naming the logits' columns in order (or a labelled "
+            "prediction: model.predict_proba(X, spec))",
+        )
+    if labels is None:
+        return prediction
+    names = tuple(labels) if isinstance(labels, list | tuple) else labels
+    if bare:
+        logits = torch.as_tensor(prediction)
+        if logits.ndim != 2 or logits.shape[1] != len(names):
+            raise CalibrationError(
+                "labels",
+                names,
+                f"labels must name one label per class: {len(names)} labels for "
+                f"{logits.shape[-1] if logits.ndim else 0} classes",
+            )
+        return prediction_from_logits(logits, ProbabilitySpec(kind="categorical", labels=names))
+    spec = getattr(prediction, "spec", None)
+    if isinstance(prediction, PredictionResult) and spec is not None:
+        if spec.labels is None:
+            named = dataclasses.replace(spec, labels=names)
+            named.check_shape(tuple(prediction.logits.shape))
+            return dataclasses.replace(prediction, spec=named)
+        if spec.labels != names:
+            raise CalibrationMismatchError(
+                "labels",
+                names,
+                f"the prediction's spec names its classes {spec.labels}; pass the same "
+                "labels, or leave labels= out",
+            )
+    return prediction
 
 
 def check_prediction(prediction: Any, field: str = "prediction") -> PredictionResult:
