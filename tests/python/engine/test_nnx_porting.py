@@ -210,3 +210,48 @@ def test_hidden_dims_none_is_no_hidden_layer(runs_root):
     assert none == NNParams(input_dim=8, output_dim=3, hidden_dims=[])
     model = f.model(net={"hidden_dims": None})
     assert len(model.predict(torch.randn(4, 8))) == 4
+
+
+# -- evaluate() with a custom loss module: batches combine as one pass over the split ------
+def _batches(X, y, size):
+    return [(X[i : i + size], y[i : i + size]) for i in range(0, len(X), size)]
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: torch.nn.CrossEntropyLoss(reduction="sum"),
+        lambda: torch.nn.CrossEntropyLoss(weight=torch.tensor([0.2, 1.0, 3.0])),
+        lambda: torch.nn.CrossEntropyLoss(weight=torch.tensor([0.2, 1.0, 3.0]), ignore_index=1),
+        lambda: torch.nn.NLLLoss(ignore_index=2),
+    ],
+    ids=["sum", "weighted", "weighted-ignored", "nll-ignored"],
+)
+def test_evaluate_combines_a_custom_loss_as_one_combined_batch(make):
+    g = torch.Generator().manual_seed(3)
+    X, y = torch.randn(50, 8, generator=g), torch.randint(0, 3, (50,), generator=g)
+    model = f.model()
+    model.loss_fn = make()
+    with torch.no_grad():
+        out = model.net.eval()(X)
+    expected = float(make()(out, y))
+    got = model.evaluate(_batches(X, y, 16)).loss  # uneven: 16, 16, 16, 2
+    assert got == pytest.approx(expected, rel=1e-5)
+
+
+def test_evaluate_combines_an_elementwise_custom_loss():
+    g = torch.Generator().manual_seed(4)
+    X, y = torch.randn(30, 8, generator=g), torch.randn(30, 3, generator=g)
+    for reduction in ("mean", "sum"):
+        model = f.model(loss=nnx_losses().MEAN_SQUARED_ERROR)
+        model.loss_fn = torch.nn.MSELoss(reduction=reduction)
+        with torch.no_grad():
+            out = model.net.eval()(X)
+        expected = float(torch.nn.MSELoss(reduction=reduction)(out, y))
+        assert model.evaluate(_batches(X, y, 7)).loss == pytest.approx(expected, rel=1e-5)
+
+
+def nnx_losses():
+    from nnx_lab import Losses
+
+    return Losses
