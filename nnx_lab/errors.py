@@ -30,6 +30,7 @@ __all__ = [
     "InputTypeError",
     "LogDamagedError",
     "MetricMergeError",
+    "ModelFingerprintError",
     "NNxError",
     "NonFiniteLossError",
     "PrecisionUnsupportedError",
@@ -179,6 +180,11 @@ class CalibrationError(ConfigError):
 
 class CalibrationMismatchError(CalibrationError):
     """A calibrator applied to another model or another label order (no ``override=``)."""
+
+
+class ModelFingerprintError(CalibrationError, TypeError):
+    """A model whose state cannot be fingerprinted (a sparse, meta or uninitialized
+    tensor, a non-data extra state): a ``TypeError`` too, as NNx's is."""
 
 
 class CalibrationFitError(CalibrationError):

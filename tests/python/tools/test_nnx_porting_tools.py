@@ -53,3 +53,77 @@ def test_fit_temperature_refuses_bare_logits_without_fitting_labels():
     with pytest.raises(CalibrationMismatchError):
         fit_temperature(prediction_from_logits(logits, spec), y, labels=["c", "b", "a"], **ids)
     assert np.isfinite(logits.numpy()).all()
+
+
+# -- model_fingerprint ------------------------------------------------------------------------
+def _net():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU(), torch.nn.Linear(3, 2))
+
+
+def test_model_fingerprint_sees_through_wrappers_and_hashes_whole_modules():
+    from nnx_lab.calibration import model_fingerprint
+
+    net = _net()
+    bare = model_fingerprint(net)
+    assert model_fingerprint(torch.nn.DataParallel(net)) == bare
+    assert model_fingerprint(torch.compile(net)) == bare  # compiled lazily: no compile here
+
+    class Holder(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.net = net
+            self.head = torch.nn.Linear(2, 2)
+
+    assert model_fingerprint(Holder()) != bare  # a module is hashed whole, head included
+
+    class Plain:  # not a module: its .net is the model (an NNModel's shape)
+        pass
+
+    holder = Plain()
+    holder.net = net
+    assert model_fingerprint(holder) == bare
+    with pytest.raises(TypeError):
+        model_fingerprint(object())
+
+
+def test_model_fingerprint_materializes_views_and_hashes_extra_state():
+    from nnx_lab.calibration import ModelFingerprintError, model_fingerprint
+
+    class WithBuffer(torch.nn.Module):
+        def __init__(self, buf, extra=None):
+            super().__init__()
+            self.register_buffer("z", buf)
+            self.extra = extra
+
+        def get_extra_state(self):
+            return self.extra
+
+        def set_extra_state(self, state):
+            self.extra = state
+
+    z = torch.tensor([1 + 2j, 3 - 1j])
+    assert model_fingerprint(WithBuffer(z.conj(), {"a": 1})) == model_fingerprint(
+        WithBuffer(z.conj().resolve_conj(), {"a": 1})
+    )
+    assert model_fingerprint(WithBuffer(z, {"a": 1})) != model_fingerprint(WithBuffer(z, {"a": 2}))
+    for bad in (object(), {1: "int key"}, float("nan")):
+        with pytest.raises(ModelFingerprintError, match="pass a declared model_id"):
+            model_fingerprint(WithBuffer(z, bad))
+    with pytest.raises(TypeError, match="sparse"):
+        model_fingerprint(WithBuffer(torch.eye(2).to_sparse(), {}))
+
+
+def test_model_fingerprint_separates_quantization_scales():
+    from nnx_lab.calibration import model_fingerprint
+
+    class Q(torch.nn.Module):
+        def __init__(self, scale):
+            super().__init__()
+            x = torch.tensor([0.0, 0.5, 1.0])
+            self.register_buffer("q", torch.quantize_per_tensor(x, scale, 0, torch.qint8))
+
+    a, b = Q(0.1), Q(0.2)
+    b.q = torch._make_per_tensor_quantized_tensor(a.q.int_repr(), 0.2, 0)  # same integers
+    assert torch.equal(a.q.int_repr(), b.q.int_repr())
+    assert model_fingerprint(a) != model_fingerprint(b)
