@@ -53,7 +53,8 @@ class NNParams(Params):
                 low=0.0,
                 high=1.0,
                 high_open=True,
-                fix="pass a probability in [0, 1), e.g. 0.1",
+                fix="pass a probability in [0, 1), e.g. 0.1 (1.0 would drop every activation: "
+                "docs/nnx_differences.md)",
             ),
         )
         set_field(

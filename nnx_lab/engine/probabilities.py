@@ -134,7 +134,8 @@ class ProbabilitySpec:
                 "ProbabilitySpec.from_state",
                 f"format={state.get('format')!r}, version={state.get('version')!r} is not "
                 f"{_STATE_FORMAT!r} version {_STATE_VERSION}",
-                "pass the dict that spec.state() returned",
+                "pass the dict that spec.state() returned (a state without its format is "
+                "refused: docs/nnx_differences.md)",
             )
         missing = [k for k in ("kind", "class_axis", "labels") if k not in state]
         if missing:

@@ -68,7 +68,8 @@ class NNTrainParams(Params):
             raise ConfigError(
                 "NNTrainParams.seed",
                 self.seed,
-                "pass an integer seed in [0, 2**63), e.g. 42",
+                "pass an integer seed in [0, 2**63), e.g. 42 (params are checked as they are "
+                "built: docs/nnx_differences.md)",
             )
         set_field(self, "seed", int(self.seed))
         if not isinstance(self.optim, NNOptimParams):

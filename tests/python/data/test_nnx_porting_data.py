@@ -84,3 +84,19 @@ def test_numeric_string_targets_are_read_as_numbers():
         NNTabularDataset(
             words, ["a"], "y", target_dtype=torch.float32, val_proportion=0, test_proportion=0
         )
+
+
+def test_standardizer_fits_on_the_rows_named_by_position():
+    from nnx_lab.preprocessing import PreprocessingError, Standardizer
+
+    df = pd.DataFrame({"a": [1.0, 2.0, 3.0, 100.0], "b": [5.0, 5.0, 5.0, -7.0], "c": [0, 1, 2, 3]})
+    s = Standardizer.fit(df, rows=[2, 0, 1], columns=["a", "b"])
+    assert s.mean.tolist() == pytest.approx([2.0, 5.0])  # row 3 was never read
+    assert s.scale.tolist() == pytest.approx([np.std([1.0, 2.0, 3.0]), 1.0])  # constant: 1
+    assert Standardizer.fit(df, rows=[0, 1]).columns == ["a", "b", "c"]  # every column
+    as_array = Standardizer.fit(df[["a", "b"]].to_numpy(), rows=[0, 1, 2])
+    as_tensor = Standardizer.fit(torch.tensor(df[["a", "b"]].to_numpy()), rows=[0, 1, 2])
+    assert as_array.mean.tolist() == as_tensor.mean.tolist() == s.mean.tolist()
+    for bad, match in (([], "empty"), ([0, 0], "repeats"), ([0, 9], "outside"), ([0.5], "integer")):
+        with pytest.raises(PreprocessingError, match=match):
+            Standardizer.fit(df, rows=bad)
