@@ -20,7 +20,7 @@ from .metrics import KINDS, FinalizeContext, MetricBatch, MetricSpec, statistic_
 
 __all__ = ["MetricsResult", "StreamingMetrics"]
 
-_ALIASES = {"binary": "bernoulli", "multilabel": "bernoulli"}
+_ALIASES = {"binary": "bernoulli", "multilabel": "bernoulli", "continuous": "regression"}
 _IGNORE_INDEX = -100  # torch's and the engine's default
 
 
@@ -51,12 +51,21 @@ class StreamingMetrics:
     def __init__(
         self,
         metrics: Sequence[MetricSpec | str],
-        kind: Any,
+        kind: Any = None,
         *,
         class_axis: int | None = None,
         ignore_index: int | None = _IGNORE_INDEX,
         device: torch.device | str | None = None,
+        semantics: Any = None,
     ) -> None:
+        if semantics is not None:  # NNx's name for the kind
+            if kind is not None and kind != semantics:
+                raise ConfigError(
+                    "StreamingMetrics.semantics",
+                    semantics,
+                    f"kind={kind!r} says otherwise; pass one of them (semantics is NNx's name)",
+                )
+            kind = semantics
         n_classes = None
         if hasattr(kind, "kind") and hasattr(kind, "class_axis"):  # a ProbabilitySpec
             spec = kind

@@ -100,3 +100,23 @@ def test_standardizer_fits_on_the_rows_named_by_position():
     for bad, match in (([], "empty"), ([0, 0], "repeats"), ([0, 9], "outside"), ([0.5], "integer")):
         with pytest.raises(PreprocessingError, match=match):
             Standardizer.fit(df, rows=bad)
+
+
+def test_metric_spec_and_streaming_metrics_take_nnx_arguments():
+    from nnx_lab import ConfigError, MetricSpec, StreamingMetrics
+
+    nnx = MetricSpec("ece", 1, {"bins": 10}, name="ECE, 10 bins")
+    assert nnx == MetricSpec("ece", bins=10)
+    assert (nnx.id, nnx.version, nnx.config["bins"], nnx.label) == ("ece", 1, 10, "ECE, 10 bins")
+    assert MetricSpec.from_state(nnx.state()) == nnx
+    with pytest.raises(ConfigError, match="version"):
+        MetricSpec("ece", version=2)
+    with pytest.raises(ConfigError, match="pass it once"):
+        MetricSpec("ece", config={"bins": 10}, bins=12)
+    acc = StreamingMetrics([MetricSpec("mse")], semantics="continuous")
+    acc.update(torch.tensor([1.0, 2.0]), values=torch.tensor([1.0, 4.0]))
+    assert acc.finalize()["mse"] == pytest.approx(2.0)
+    ours = StreamingMetrics([MetricSpec("accuracy")], "categorical")
+    assert ours.merge(StreamingMetrics([MetricSpec("accuracy")], semantics="categorical"))
+    with pytest.raises(ConfigError, match="semantics"):
+        StreamingMetrics([MetricSpec("mse")], "regression", semantics="categorical")
