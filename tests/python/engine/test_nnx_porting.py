@@ -4,6 +4,7 @@ differences of the engine; docs/nnx_differences.md lists the ones kept on purpos
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import engine_factories as f
 import pytest
@@ -255,3 +256,19 @@ def nnx_losses():
     from nnx_lab import Losses
 
     return Losses
+
+
+def test_errors_of_kept_differences_name_the_differences_page():
+    from nnx_lab import EarlyStopping, ExperimentPlan, NNParams, NNTrainParams
+
+    cases = [
+        lambda: NNParams(input_dim=8, output_dim=3, dropout_prob=1.0),
+        lambda: EarlyStopping(patience=0),
+        lambda: NNTrainParams(seed=-5),
+        lambda: ExperimentPlan().with_optim("adam"),
+        lambda: ProbabilitySpec.from_state({"kind": "categorical", "class_axis": -1}),
+    ]
+    for make in cases:
+        with pytest.raises(ValueError, match=r"docs/nnx_differences\.md"):
+            make()
+    assert (Path(__file__).parents[3] / "docs" / "nnx_differences.md").is_file()
