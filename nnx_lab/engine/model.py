@@ -123,6 +123,7 @@ class NNModel:
         self.precision: ResolvedPrecision = resolve_precision(
             params.precision, params.mixed_precision, self.device.type
         )
+        self._resolved_from = (params.precision, params.mixed_precision)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(init_seed)
             self.net = build_net(params.net, net_params).to(self.device)
@@ -255,6 +256,7 @@ class NNModel:
             net_params=self._built_net_params,
         )
         self.precision, self._task = pre.precision, pre.task
+        self._resolved_from = (self.params.precision, self.params.mixed_precision)
         outcome = loop.run()
         if outcome.raised is not None:
             raise outcome.raised
@@ -324,6 +326,15 @@ class NNModel:
             tensor_digest(h, tensor)
         return h.hexdigest()
 
+    def _policy_now(self) -> ResolvedPrecision:
+        """The precision inference runs under: a policy swapped into ``model.params``
+        since it was last resolved is resolved afresh, as NNx's predict does."""
+        source = (self.params.precision, self.params.mixed_precision)
+        if source != self._resolved_from:
+            self.precision = resolve_precision(*source, self.device.type)
+            self._resolved_from = source
+        return self.precision
+
     def _task_for_loader(self, loader: Any, field: str) -> Task:
         if self._loss.kind is not None:
             return self.task()
@@ -351,7 +362,7 @@ class NNModel:
             self._loss,
             task,
             device=self.device,
-            precision=self.precision,
+            precision=self._policy_now(),
             metrics=checked.metrics,
             extra_metrics=checked.extra_metrics,
         )
@@ -361,7 +372,7 @@ class NNModel:
             self.net,
             X,
             device=self.device,
-            precision=self.precision,
+            precision=self._policy_now(),
             input_dim=self.net_params.input_dim,
             output_dim=self.net_params.output_dim,
             surface=surface,
@@ -415,7 +426,7 @@ class NNModel:
             batch_logits,
             self.net,
             device=self.device,
-            precision=self.precision,
+            precision=self._policy_now(),
             input_dim=self.net_params.input_dim,
             surface="predict_proba" if rich else "predict",
         )

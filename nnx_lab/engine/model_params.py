@@ -105,6 +105,10 @@ class NNModelParams(Params):
                 "NNModelParams.mixed_precision", self.mixed_precision, "pass True or False"
             )
         set_field(self, "precision", normalize_policy(self.precision, self.mixed_precision))
+        if self.mixed_precision and self.precision is not None:
+            # The flag beside the fp16 policy it means says nothing more: dropped, so the
+            # run id is the policy's own (NNx's rule).
+            set_field(self, "mixed_precision", False)
         if self.task is not None:
             if isinstance(self.task, dict):  # a saved record's task
                 set_field(self, "task", TaskSpec.from_json(self.task))

@@ -272,3 +272,34 @@ def test_errors_of_kept_differences_name_the_differences_page():
         with pytest.raises(ValueError, match=r"docs/nnx_differences\.md"):
             make()
     assert (Path(__file__).parents[3] / "docs" / "nnx_differences.md").is_file()
+
+
+def test_the_legacy_flag_beside_an_fp16_policy_keeps_the_policys_run_id(runs_root):
+    from nnx_lab import NNModelParams, PrecisionPolicy
+
+    policy = PrecisionPolicy("fp16", fallback="fp32")
+    both = NNModelParams(mixed_precision=True, precision=policy)
+    assert both.mixed_precision is False
+    assert both == NNModelParams(precision=policy)
+    params = f.train_params(runs_root, n_epochs=1)
+    assert f.model(mixed_precision=True, precision=policy).expected_run_id(params) == f.model(
+        precision=policy
+    ).expected_run_id(params)
+    assert NNModelParams(mixed_precision=True).mixed_precision is True  # alone, it stays
+
+
+def test_predict_and_evaluate_resolve_a_policy_swapped_into_params():
+    from nnx_lab import PrecisionPolicy, PrecisionUnsupportedError
+
+    model = f.model()
+    X = torch.randn(16, 8)
+    fp32 = model.predict(X).logits
+    model.params = model.params.replace(precision=PrecisionPolicy("bf16"))
+    assert model.predict(X).logits.dtype == torch.float32
+    assert not torch.equal(model.predict(X).logits, fp32)  # computed under bf16 autocast
+    assert model.precision.effective == "bf16"
+    model.params = model.params.replace(precision=PrecisionPolicy("fp16"))  # no fallback
+    with pytest.raises(PrecisionUnsupportedError):
+        model.predict(X)
+    with pytest.raises(PrecisionUnsupportedError):
+        model.evaluate([(X, torch.zeros(16).long())])
