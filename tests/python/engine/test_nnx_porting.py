@@ -303,3 +303,13 @@ def test_predict_and_evaluate_resolve_a_policy_swapped_into_params():
         model.predict(X)
     with pytest.raises(PrecisionUnsupportedError):
         model.evaluate([(X, torch.zeros(16).long())])
+
+
+def test_a_fractional_epoch_count_edited_into_run_yaml_is_refused_naming_it(runs_root):
+    run = f.model().train(f.train_params(runs_root, n_epochs=1))
+    path = run.run_dir / "run.yaml"
+    record = yaml.safe_load(path.read_text())
+    record["train"]["n_epochs"] = 1.5
+    path.write_text(yaml.safe_dump(record))
+    with pytest.raises(ValueError, match=r"n_epochs.*1\.5"):
+        NNRun.load(run.id, runs_root=runs_root)
