@@ -11,7 +11,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from .enums import Activations, Devices, Losses, Nets, coerce_enum
-from .params_base import Params, finite, is_int, positive_int, set_field
+from .params_base import FrozenList, Params, finite, is_int, positive_int, set_field
 from .precision import PrecisionPolicy, normalize_policy
 from .task_spec import TaskSpec
 
@@ -43,7 +43,7 @@ class NNParams(Params):
                     list(dims),
                     f"every hidden dim must be a positive integer (got {d!r})",
                 )
-        set_field(self, "hidden_dims", tuple(int(d) for d in dims))
+        set_field(self, "hidden_dims", FrozenList(int(d) for d in dims))
         set_field(
             self,
             "dropout_prob",

@@ -15,6 +15,7 @@ from ..errors import ConfigError
 __all__ = [
     "FLOAT32_MAX",
     "SEED_LIMIT",
+    "FrozenList",
     "Params",
     "finite",
     "is_int",
@@ -60,6 +61,40 @@ def finite(
 # The largest float32: optimizer arithmetic runs in float32, where a larger value is inf.
 FLOAT32_MAX = 3.4028234663852886e38
 SEED_LIMIT = 2**63  # torch.manual_seed takes a signed 64-bit integer
+
+
+def _immutable(*_: Any, **__: Any) -> None:
+    raise TypeError("NNParams list fields are immutable; build new params with .replace(...)")
+
+
+class FrozenList(list):
+    """A list that cannot change: NNx's type for list fields (``hidden_dims == [8, 4]``).
+    It also equals the tuple it was before, and hashes as that tuple, so frozen params
+    stay hashable."""
+
+    __slots__ = ()
+    append = extend = insert = remove = pop = clear = sort = reverse = _immutable
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _immutable
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, tuple):
+            return tuple(self) == other
+        return list.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    def __hash__(self) -> int:  # type: ignore[override]
+        return hash(tuple(self))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (FrozenList, (list(self),))
+
+    def __copy__(self) -> FrozenList:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> FrozenList:
+        return self
 
 
 def set_field(obj: object, name: str, value: object) -> None:

@@ -313,3 +313,28 @@ def test_a_fractional_epoch_count_edited_into_run_yaml_is_refused_naming_it(runs
     path.write_text(yaml.safe_dump(record))
     with pytest.raises(ValueError, match=r"n_epochs.*1\.5"):
         NNRun.load(run.id, runs_root=runs_root)
+
+
+def test_hidden_dims_is_an_immutable_list_equal_to_a_list():
+    import copy
+    import pickle
+
+    from nnx_lab import NNParams
+
+    p = NNParams(input_dim=8, output_dim=3, hidden_dims=(32, 16))
+    assert isinstance(p.hidden_dims, list)
+    assert p.hidden_dims == [32, 16]
+    assert p.hidden_dims == (32, 16)  # nnx-lab's tuple still compares equal
+    for change in (
+        lambda d: d.append(8),
+        lambda d: d.__setitem__(0, 1),
+        lambda d: d.extend([1]),
+        lambda d: d.pop(),
+    ):
+        with pytest.raises(TypeError, match="immutable"):
+            change(p.hidden_dims)
+    assert p.hidden_dims == [32, 16]
+    assert hash(p) == hash(NNParams(input_dim=8, output_dim=3, hidden_dims=[32, 16]))
+    assert pickle.loads(pickle.dumps(p)) == p
+    assert copy.deepcopy(p) == p
+    assert type(p.to_json()["hidden_dims"]) is list
