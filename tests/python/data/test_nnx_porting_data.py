@@ -120,3 +120,21 @@ def test_metric_spec_and_streaming_metrics_take_nnx_arguments():
     assert ours.merge(StreamingMetrics([MetricSpec("accuracy")], semantics="categorical"))
     with pytest.raises(ConfigError, match="semantics"):
         StreamingMetrics([MetricSpec("mse")], "regression", semantics="categorical")
+
+
+def test_split_manifest_takes_nnx_field_names():
+    from nnx_lab.data_splits import SplitError, SplitManifest
+
+    ours = SplitManifest(train=[1, 2], val=[3], test=[4])
+    nnx = SplitManifest(strategy="explicit", train=[1, 2], validation=[3], test=[4], ids="sample")
+    positional = SplitManifest("explicit", [1, 2], [3], [4])
+    assert nnx == ours == positional
+    assert nnx.digest() == ours.digest()
+    assert (nnx.validation, nnx.ids, nnx.parameters) == ((3,), "sample", {})
+    assert SplitManifest(train=[0], val=[1], test=[], ids="position").ids == "position"
+    with pytest.raises(SplitError, match="not both"):
+        SplitManifest(train=[1], val=[2], validation=[2], test=[])
+    with pytest.raises(SplitError, match="'sample' or 'position'"):
+        SplitManifest(train=[1], val=[], test=[], ids="rows")
+    with pytest.raises(SplitError, match="both train and val"):
+        SplitManifest(train=[1], validation=[1], test=[])
