@@ -338,3 +338,28 @@ def test_hidden_dims_is_an_immutable_list_equal_to_a_list():
     assert pickle.loads(pickle.dumps(p)) == p
     assert copy.deepcopy(p) == p
     assert type(p.to_json()["hidden_dims"]) is list
+
+
+def test_kept_a_partial_streaming_step_computes_extra_metrics(runs_root):
+    import functools
+
+    from nnx_lab import streaming_eval_step
+
+    seen = []
+
+    def count(y_true, y_pred):
+        seen.append(len(y_true))
+        return float(len(y_true))
+
+    params = f.train_params(runs_root, n_epochs=1).replace(extra_metrics={"rows": count})
+    run = f.model().train(params, eval_step_fn=functools.partial(streaming_eval_step))
+    assert run.idps[-1].val_edp.extra["rows"] == 64.0
+
+
+def test_kept_a_plan_without_with_train_trains_with_the_library_defaults():
+    from nnx_lab import ExperimentPlan
+
+    plan = ExperimentPlan().with_epochs(3)
+    assert plan.value("train.n_epochs") == 3
+    fields = {p.field for p in plan.validate()}
+    assert not any(name.startswith("train") for name in fields)  # only net / data missing
