@@ -227,10 +227,9 @@ def _live_iterator(loader: Any) -> Any:
 
 
 def _leaves_loader_workers_as_found(fn: Any) -> Any:
-    """A persistent-worker loader keeps the iterator a pass created, and with it that
-    pass's worker state: the next epoch would differ from an unswept loader's. The sweep
-    discards an iterator it created, and refuses a loader whose iterator is live (its
-    position cannot be put back), before anything changes."""
+    """A persistent-worker loader keeps the iterator a pass made (its next epoch would
+    differ from an unswept loader's): the sweep discards one it made, and refuses a live
+    one (its position cannot be put back) before anything changes."""
 
     @functools.wraps(fn)
     def sweep(net: Any, train_loader: Any, *args: Any, **kwargs: Any) -> Any:
@@ -247,9 +246,7 @@ def _leaves_loader_workers_as_found(fn: Any) -> Any:
             made = _live_iterator(train_loader)
             if made is not None:
                 train_loader._iterator = None
-                shutdown = getattr(made, "_shutdown_workers", None)
-                if callable(shutdown):
-                    shutdown()
+                getattr(made, "_shutdown_workers", lambda: None)()
 
     return sweep
 
