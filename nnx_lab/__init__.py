@@ -29,6 +29,8 @@ _EXPORTS: dict[str, str] = {
     "StandardizerError": "nnx_lab.errors",
     "CalibrationFitError": "nnx_lab.errors",
     "AbstentionError": "nnx_lab.errors",
+    "TaskValidationError": "nnx_lab.errors",
+    "ResumePointError": "nnx_lab.errors",
     "RunRecordError": "nnx_lab.errors",
     "LogDamagedError": "nnx_lab.errors",
     "CheckpointCorruptError": "nnx_lab.errors",
@@ -104,9 +106,26 @@ _EXPORTS: dict[str, str] = {
     "launch": "nnx_lab.widgets._launch",  # the launcher with a monitor attached
     "LaunchHandle": "nnx_lab.distributed",
     "distributed": "nnx_lab.distributed",
+    # NNx's submodules and names a porting user imports from the top level
+    "calibration": "nnx_lab.calibration",
+    "abstention": "nnx_lab.abstention",
+    "streaming": "nnx_lab.streaming",
+    "seeding": "nnx_lab.seeding",
+    "set_seed": "nnx_lab.seeding",
 }
 
-_MODULES = ("events", "precision", "data_splits", "preprocessing", "provenance", "distributed")
+_MODULES = (
+    "events",
+    "precision",
+    "data_splits",
+    "preprocessing",
+    "provenance",
+    "distributed",
+    "calibration",
+    "abstention",
+    "streaming",
+    "seeding",
+)
 
 __all__ = ["__version__", *sorted(_EXPORTS)]
 

@@ -18,24 +18,40 @@ from typing import Any
 
 __all__ = [
     "AbstentionError",
+    "AbstentionSchemaError",
+    "CalibrationError",
     "CalibrationFitError",
+    "CalibrationMismatchError",
     "CheckpointCorruptError",
     "ConfigError",
     "DataError",
     "FieldError",
     "FileError",
+    "InputTypeError",
     "LogDamagedError",
+    "MetricMergeError",
     "MissingModelFactoryError",
+    "ModelFingerprintError",
     "NNxError",
+    "NonFiniteLossError",
     "PrecisionUnsupportedError",
     "PredictionValidationError",
+    "PreprocessingError",
     "ResumeError",
+    "ResumeNotFoundError",
+    "ResumePointError",
     "RunDirectoryError",
     "RunRecordError",
     "SplitError",
     "StandardizerError",
+    "StreamClosedError",
+    "TaskValidationError",
     "TrainingStateError",
 ]
+
+# Where nnx-lab deliberately differs from NNx 0.4.1; errors that exist because of such a
+# difference name it, so a user porting NNx code finds the reason.
+DIFFERENCES_DOC = "docs/nnx_differences.md"
 
 _FILE_FIX = "Restore the file, or delete the run and train it again"
 
@@ -89,6 +105,18 @@ class DataError(FieldError, ValueError):
         super().__init__(f"{field}: {problem}; {fix}")
 
 
+class InputTypeError(DataError, TypeError):
+    """Prediction input of a type nnx-lab cannot read (NNx raises ``TypeError`` there)."""
+
+
+class TaskValidationError(ConfigError):
+    """A ``TaskSpec`` that cannot be built or does not fit the loss or the network."""
+
+
+class MetricMergeError(ConfigError):
+    """``StreamingMetrics.merge`` of accumulators with different declarations."""
+
+
 class PredictionValidationError(FieldError, ValueError):
     """Logits, a ``ProbabilitySpec`` or a prediction's use was refused (§2.13): a label
     count that does not match the class axis, an invalid axis, non-finite logits, or
@@ -115,16 +143,35 @@ class MissingModelFactoryError(ConfigError, LookupError):
         )
 
 
-class PrecisionUnsupportedError(NNxError, RuntimeError):
-    """The requested precision cannot run on the model's device (and no fallback was named)."""
+class PrecisionUnsupportedError(NNxError, RuntimeError, ValueError):
+    """The requested precision cannot run on the model's device (and no fallback was
+    named). A ``ValueError`` too, as NNx's is."""
 
 
 class ResumeError(NNxError, ValueError):
     """A resume request was refused before the model or any run was touched."""
 
 
+class ResumeNotFoundError(ResumeError, FileNotFoundError):
+    """``resume_from_run_id`` names no run under the runs root: a ``ValueError`` as in
+    NNx, and the ``FileNotFoundError`` nnx-lab raised before."""
+
+
+class ResumePointError(ResumeError):
+    """A checkpoint's resume point cannot be used for the resume asked of it."""
+
+
 class TrainingStateError(ResumeError):
     """A checkpoint's training state is not one this nnx_lab can restore."""
+
+
+class NonFiniteLossError(NNxError, FloatingPointError):
+    """An fp32 training loss was NaN or infinite; raised before its backward pass, so
+    the weights are those before that step (as in NNx). ``.loss`` is the value."""
+
+    def __init__(self, message: str, loss: float) -> None:
+        self.loss = loss
+        super().__init__(message)
 
 
 class RunDirectoryError(NNxError, RuntimeError):
@@ -135,16 +182,34 @@ class SplitError(NNxError, ValueError):
     """A split that cannot be planned or replayed; raised before any loader is built."""
 
 
-class StandardizerError(NNxError, ValueError):
+class PreprocessingError(NNxError, ValueError):
+    """A preprocessing step (the standardizer) refused its input, rows or state."""
+
+
+class StandardizerError(PreprocessingError):
     """Rows the standardizer cannot transform, or a file it cannot load."""
 
 
-class CalibrationFitError(NNxError, ValueError):
+class CalibrationError(ConfigError):
+    """Temperature calibration refused an input, a split or a calibrator's fields."""
+
+
+class CalibrationMismatchError(CalibrationError):
+    """A calibrator applied to another model or another label order (no ``override=``)."""
+
+
+class ModelFingerprintError(CalibrationError, TypeError):
+    """A model whose state cannot be fingerprinted (a sparse, meta or uninitialized
+    tensor, a non-data extra state): a ``TypeError`` too, as NNx's is."""
+
+
+class CalibrationFitError(CalibrationError):
     """``fit.require()`` on a fit that found no temperature; ``.reason`` says why."""
 
     def __init__(self, reason: str, fit: Any) -> None:
         self.reason, self.fit = reason, fit
-        super().__init__(f"temperature fit failed: {reason}")
+        self.field, self.value, self.fix = "fit", reason, "see fit.reason"
+        NNxError.__init__(self, f"temperature fit failed: {reason}")
 
 
 class AbstentionError(NNxError, ValueError):
@@ -153,6 +218,19 @@ class AbstentionError(NNxError, ValueError):
     def __init__(self, reason: str, selection: Any) -> None:
         self.reason, self.selection = reason, selection
         super().__init__(f"no abstention threshold: {reason}")
+
+
+class AbstentionSchemaError(AbstentionError, ConfigError):
+    """An abstention policy applied to predictions of another schema: other labels,
+    another model, another input field or calibrator."""
+
+    def __init__(self, field: str, value: object, fix: str) -> None:
+        self.reason, self.selection = fix, None
+        ConfigError.__init__(self, field, value, fix)
+
+
+class StreamClosedError(NNxError, RuntimeError):
+    """A prediction stream read outside its ``with`` block, or a second time."""
 
 
 # --- damaged files ----------------------------------------------------------------------

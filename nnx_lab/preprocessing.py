@@ -1,5 +1,6 @@
 """``nnx_lab.preprocessing`` (§2.17): train-only standardization, reloaded never refitted."""
 
 from .data import Standardizer, StandardizerError
+from .errors import PreprocessingError
 
-__all__ = ["Standardizer", "StandardizerError"]
+__all__ = ["PreprocessingError", "Standardizer", "StandardizerError"]

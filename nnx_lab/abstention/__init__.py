@@ -9,6 +9,7 @@ a threshold with a high-probability risk bound (selection with guaranteed risk).
     policy = selection.require()
 """
 
+from ..errors import AbstentionSchemaError
 from ._bound import clopper_pearson_upper
 from ._curve import RiskCoverageCurve, risk_coverage_curve
 from ._inputs import check_kind, distribution, scores, targets, unique_ids  # noqa: F401 (widgets)
@@ -27,6 +28,7 @@ __all__ = [
     "AbstentionPolicy",
     "AbstentionReport",
     "AbstentionResult",
+    "AbstentionSchemaError",
     "RiskCoverageCurve",
     "ThresholdSelection",
     "clopper_pearson_upper",

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import AbstentionError, ConfigError
+from ..errors import AbstentionError, AbstentionSchemaError, ConfigError
 from ..runs import DocumentType, PolicyFile
 from ._bound import guaranteed_threshold
 from ._curve import RiskCoverageCurve, curve_from
@@ -331,34 +331,34 @@ class AbstentionPolicy:
         dist = distribution(probabilities, labels)
         p = dist.probabilities
         if p.shape[1] != self.n_classes:
-            raise ConfigError(
+            raise AbstentionSchemaError(
                 "probabilities",
                 f"{p.shape[1]} classes",
                 f"this policy was chosen on {self.n_classes} classes",
             )
         if self.labels is not None and dist.labels != self.labels:
-            raise ConfigError(
+            raise AbstentionSchemaError(
                 "labels",
                 dist.labels,
                 f"this policy was chosen with labels {self.labels}; pass labels= in that "
                 "order (or a prediction whose spec has them)",
             )
         if self.model_id is not None and model_id != self.model_id:
-            raise ConfigError(
+            raise AbstentionSchemaError(
                 "model_id",
                 model_id,
                 f"this policy was chosen on model {self.model_id!r}; choose a threshold for "
                 "this model with select_threshold",
             )
         if self.calibrated and not dist.calibrated:
-            raise ConfigError(
+            raise AbstentionSchemaError(
                 "probabilities",
                 "uncalibrated probabilities",
                 f"this policy was chosen on calibrated probabilities (T = {self.temperature:.6g}"
                 "); pass calibrator.transform(prediction, model_id=...)",
             )
         if not self.calibrated and dist.calibrated:
-            raise ConfigError(
+            raise AbstentionSchemaError(
                 "probabilities",
                 "a CalibratedPrediction",
                 "this policy was chosen on uncalibrated probabilities; pass the raw "
@@ -368,7 +368,7 @@ class AbstentionPolicy:
             assert self.temperature is not None
             assert dist.temperature is not None
             if not math.isclose(dist.temperature, self.temperature, rel_tol=1e-12):
-                raise ConfigError(
+                raise AbstentionSchemaError(
                     "probabilities",
                     f"calibrated at T = {dist.temperature:.6g}",
                     f"this policy was chosen at T = {self.temperature:.6g}; use that calibrator",

@@ -9,6 +9,7 @@ and report NLL, Brier and ECE before and after on held-out data.
     calibrator = fit.require()
 """
 
+from ..errors import CalibrationError, CalibrationMismatchError, ModelFingerprintError
 from ._calibrator import CalibratedPrediction, TemperatureCalibrator, model_fingerprint
 from ._fit import CalibrationFitError, TemperatureFit, fit_temperature
 from ._inputs import check_prediction, check_split_ids, check_text, prediction_rows  # noqa: F401
@@ -21,8 +22,11 @@ from ._report import (
 
 __all__ = [
     "CalibratedPrediction",
+    "CalibrationError",
     "CalibrationFitError",
+    "CalibrationMismatchError",
     "CalibrationReport",
+    "ModelFingerprintError",
     "ReliabilityDiagram",
     "TemperatureCalibrator",
     "TemperatureFit",

@@ -4,6 +4,7 @@ applied; saved as JSON (atomically), never pickled."""
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,7 +14,7 @@ import torch
 
 from ..engine.data import tensor_digest
 from ..engine.probabilities import ProbabilitySpec, prediction_from_logits
-from ..errors import ConfigError
+from ..errors import CalibrationError, CalibrationMismatchError, ModelFingerprintError
 from ..runs import CalibratorFile, DocumentType
 from ._inputs import check_overrides, check_prediction, check_text
 from ._prediction import CalibratedPrediction
@@ -32,17 +33,92 @@ DISJOINTNESS = (
 
 def model_fingerprint(model: Any) -> str:
     """A digest of the model's weights and buffers (names, dtypes, shapes, bytes): it
-    changes whenever the weights change. Takes an ``NNModel`` or an ``nn.Module``."""
-    net = getattr(model, "net", model)
+    changes whenever the weights change. Takes an ``nn.Module`` (hashed whole) or an
+    ``NNModel`` (its ``.net``); a ``torch.compile`` or ``DataParallel`` /
+    ``DistributedDataParallel`` wrapper gives its module's fingerprint. Views are
+    materialized, quantized tensors hash their values with their scales and zero points,
+    and a module's extra state is hashed as canonical JSON; anything else that cannot be
+    hashed is a ``ModelFingerprintError`` (also a ``TypeError``)."""
+    net = model if isinstance(model, torch.nn.Module) else getattr(model, "net", None)
     if not isinstance(net, torch.nn.Module):
-        raise ConfigError(
+        raise ModelFingerprintError(
             "model", model, "pass an NNModel (or a torch.nn.Module) to fingerprint its weights"
         )
+    net = _unwrapped(net)
     h = hashlib.sha256()
-    for name, tensor in net.state_dict().items():
+    for name, value in net.state_dict().items():
         h.update(name.encode())
-        tensor_digest(h, tensor)
+        if isinstance(value, torch.Tensor):
+            _tensor(h, name, value)
+        else:
+            h.update(b"\x00extra:" + _canonical(value, name).encode())
     return f"sha256:{h.hexdigest()}"
+
+
+def _unwrapped(net: torch.nn.Module) -> torch.nn.Module:
+    while True:
+        inner = getattr(net, "_orig_mod", None)  # torch.compile's OptimizedModule
+        if isinstance(inner, torch.nn.Module):
+            net = inner
+        elif isinstance(
+            net, torch.nn.DataParallel | torch.nn.parallel.DistributedDataParallel
+        ) and isinstance(net.module, torch.nn.Module):
+            net = net.module
+        else:
+            return net
+
+
+def _unhashable(what: str, name: str) -> ModelFingerprintError:
+    return ModelFingerprintError(
+        "model",
+        name,
+        f"cannot hash the {what} {name!r}; pass a declared model_id instead",
+    )
+
+
+def _tensor(h: Any, name: str, t: torch.Tensor) -> None:
+    if isinstance(t, torch.nn.parameter.UninitializedTensorMixin):
+        raise _unhashable("uninitialized lazy tensor", name)
+    if t.layout is not torch.strided:
+        raise _unhashable(f"{t.layout} tensor", name)
+    if t.device.type == "meta":
+        raise _unhashable("meta tensor", name)
+    t = t.detach()
+    if t.is_quantized:
+        scheme = t.qscheme()
+        if scheme in (torch.per_tensor_affine, torch.per_tensor_symmetric):
+            params = f"{scheme}:{t.q_scale()!r}:{t.q_zero_point()}"
+        else:
+            scales = t.q_per_channel_scales().double().cpu().numpy().tobytes().hex()
+            zeros = t.q_per_channel_zero_points().cpu().numpy().tobytes().hex()
+            params = f"{scheme}:{t.q_per_channel_axis()}:{scales}:{zeros}"
+        h.update(f"\x00quantized:{t.dtype}:{params}".encode())
+        t = t.int_repr()
+    tensor_digest(h, t.resolve_conj().resolve_neg())
+
+
+def _canonical(value: Any, name: str) -> str:
+    def check(v: Any) -> None:
+        if v is None or isinstance(v, bool | int | str):
+            return
+        if isinstance(v, float):
+            if not math.isfinite(v):
+                raise _unhashable(f"non-tensor state entry (a non-finite {v})", name)
+            return
+        if isinstance(v, list | tuple):
+            for x in v:
+                check(x)
+            return
+        if isinstance(v, dict):
+            for k, x in v.items():
+                if not isinstance(k, str):
+                    raise _unhashable(f"non-tensor state entry (a {type(k).__name__} key)", name)
+                check(x)
+            return
+        raise _unhashable(f"non-tensor state entry (a {type(v).__name__})", name)
+
+    check(value)
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False)
 
 
 @dataclass(frozen=True)
@@ -68,14 +144,14 @@ class TemperatureCalibrator:
     def __post_init__(self) -> None:
         t = self.temperature
         if isinstance(t, bool) or not isinstance(t, int | float) or not math.isfinite(t) or t <= 0:
-            raise ConfigError(
+            raise CalibrationError(
                 "TemperatureCalibrator.temperature", t, "a temperature is a finite number > 0"
             )
         least = 2 if self.kind == "categorical" else 1
         if self.n_outputs < least or (
             self.labels is not None and len(self.labels) != self.n_outputs
         ):
-            raise ConfigError(
+            raise CalibrationError(
                 "TemperatureCalibrator.n_outputs",
                 self.n_outputs,
                 f"the class axis has one entry per label ({self.labels}), at least {least}",
@@ -165,14 +241,14 @@ class TemperatureCalibrator:
         axis = spec.axis_for(tuple(prediction.logits.shape))
         size = prediction.logits.shape[axis]
         if spec.kind != self.kind:
-            raise ConfigError(
+            raise CalibrationMismatchError(
                 "prediction.spec.kind",
                 spec.kind,
                 f"this calibrator was fitted on {self.kind!r} probabilities; predict with "
                 f"ProbabilitySpec(kind={self.kind!r}, ...)",
             )
         if size != self.n_outputs:
-            raise ConfigError(
+            raise CalibrationMismatchError(
                 "prediction",
                 f"{size} classes (outputs)",
                 f"this calibrator was fitted on {self.n_outputs}; predict with the model it "
@@ -187,7 +263,7 @@ class TemperatureCalibrator:
                     and sorted(map(str, spec.labels)) == sorted(map(str, self.labels))
                 )
                 problem = "in another order" if same_set else "different"
-                raise ConfigError(
+                raise CalibrationMismatchError(
                     "prediction.spec.labels",
                     spec.labels,
                     f"the labels are {problem} than the calibrator's {self.labels}; predict "
@@ -197,7 +273,7 @@ class TemperatureCalibrator:
             used.append("labels")
         if model_id != self.model_id:
             if "model_id" not in overrides:
-                raise ConfigError(
+                raise CalibrationMismatchError(
                     "model_id",
                     model_id,
                     f"this calibrator was fitted on the logits of model {self.model_id!r}; "
@@ -251,7 +327,7 @@ class TemperatureCalibrator:
         split_id = check_text(split_id, "split_id")  # type: ignore[assignment]
         for name, taken in (("split_id", self.split_id), ("train_split_id", self.train_split_id)):
             if split_id == taken:
-                raise ConfigError(
+                raise CalibrationError(
                     "split_id",
                     split_id,
                     f"the calibrator was fitted with {name}={taken!r}; report on a held-out "

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from ..errors import CalibrationFitError, ConfigError
+from ..errors import CalibrationError, CalibrationFitError
 from ._calibrator import TemperatureCalibrator
 from ._inputs import (
     Rows,
@@ -26,6 +26,7 @@ from ._inputs import (
     check_split_ids,
     check_text,
     prediction_rows,
+    with_labels,
 )
 
 __all__ = ["CalibrationFitError", "TemperatureFit", "fit_temperature"]
@@ -193,6 +194,8 @@ def fit_temperature(
     train_split_id: str | None = None,
     test_split_id: str | None = None,
     max_iter: int = 100,
+    labels: Any = None,
+    max_iterations: int | None = None,
 ) -> TemperatureFit:
     """Fit one temperature T on a calibration split by minimizing the NLL of
     ``logits / T`` (float64, on log T, from T = 1).
@@ -202,7 +205,15 @@ def fit_temperature(
     name the model (``model_fingerprint(model)``) and the splits; equal split ids are
     refused. The split ids are recorded, but ids cannot prove that the rows are
     disjoint.
+
+    As in NNx, ``prediction`` may also be bare logits (a tensor or an array, classes on
+    the last axis) with ``labels=[...]`` naming their columns in order; ``labels`` also
+    names the classes of a prediction whose spec has none. ``max_iterations`` is NNx's
+    name for ``max_iter``.
     """
+    prediction = with_labels(prediction, labels)
+    if max_iterations is not None:
+        max_iter = max_iterations
     prediction = check_prediction(prediction)
     model_id = check_text(model_id, "model_id")  # type: ignore[assignment]
     split_id = check_text(split_id, "split_id")  # type: ignore[assignment]
@@ -210,7 +221,7 @@ def fit_temperature(
     check_text(test_split_id, "test_split_id", optional=True)
     check_split_ids(train_split_id=train_split_id, split_id=split_id, test_split_id=test_split_id)
     if isinstance(max_iter, bool) or not isinstance(max_iter, int) or max_iter < 1:
-        raise ConfigError("max_iter", max_iter, "pass a positive number of iterations")
+        raise CalibrationError("max_iter", max_iter, "pass a positive number of iterations")
     rows = prediction_rows(prediction, y)
     spec = prediction.spec
     assert spec is not None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -10,8 +11,8 @@ import numpy as np
 import torch
 
 from ..engine.losses import IGNORE_INDEX
-from ..engine.probabilities import PredictionResult
-from ..errors import ConfigError, DataError
+from ..engine.probabilities import PredictionResult, ProbabilitySpec, prediction_from_logits
+from ..errors import CalibrationError, CalibrationMismatchError, DataError
 
 OVERRIDES = ("model_id", "labels")
 
@@ -27,22 +28,62 @@ class Rows:
     y: torch.Tensor
 
 
+def with_labels(prediction: Any, labels: Any) -> Any:
+    """NNx's bare logits with ``labels=``, as the categorical prediction they describe;
+    ``labels`` given with a prediction names (or must match) its spec's classes."""
+    bare = isinstance(prediction, torch.Tensor | np.ndarray)
+    if bare and labels is None:
+        raise CalibrationError(
+            "labels",
+            None,
+            "pass labels=[...] naming the logits' columns in order (or a labelled "
+            "prediction: model.predict_proba(X, spec))",
+        )
+    if labels is None:
+        return prediction
+    names = tuple(labels) if isinstance(labels, list | tuple) else labels
+    if bare:
+        logits = torch.as_tensor(prediction)
+        if logits.ndim != 2 or logits.shape[1] != len(names):
+            raise CalibrationError(
+                "labels",
+                names,
+                f"labels must name one label per class: {len(names)} labels for "
+                f"{logits.shape[-1] if logits.ndim else 0} classes",
+            )
+        return prediction_from_logits(logits, ProbabilitySpec(kind="categorical", labels=names))
+    spec = getattr(prediction, "spec", None)
+    if isinstance(prediction, PredictionResult) and spec is not None:
+        if spec.labels is None:
+            named = dataclasses.replace(spec, labels=names)
+            named.check_shape(tuple(prediction.logits.shape))
+            return dataclasses.replace(prediction, spec=named)
+        if spec.labels != names:
+            raise CalibrationMismatchError(
+                "labels",
+                names,
+                f"the prediction's spec names its classes {spec.labels}; pass the same "
+                "labels, or leave labels= out",
+            )
+    return prediction
+
+
 def check_prediction(prediction: Any, field: str = "prediction") -> PredictionResult:
     if hasattr(prediction, "calibrated_logits"):
-        raise ConfigError(
+        raise CalibrationError(
             field,
             "a CalibratedPrediction",
             "pass the raw prediction (model.predict_proba(X, spec)); the calibrator applies "
             "its temperature itself",
         )
     if not isinstance(prediction, PredictionResult):
-        raise ConfigError(
+        raise CalibrationError(
             field,
             prediction if not isinstance(prediction, torch.Tensor) else "a tensor",
             "pass model.predict_proba(X, spec) (or prediction_from_logits(logits, spec))",
         )
     if prediction.spec is None:
-        raise ConfigError(
+        raise CalibrationError(
             field,
             "a regression prediction",
             "temperature scaling calibrates probabilities: declare a categorical or "
@@ -55,7 +96,7 @@ def check_text(value: Any, field: str, *, optional: bool = False) -> str | None:
     if value is None and optional:
         return None
     if not isinstance(value, str) or not value.strip():
-        raise ConfigError(
+        raise CalibrationError(
             field,
             value,
             "pass a non-empty string"
@@ -71,7 +112,7 @@ def check_split_ids(**ids: str | None) -> None:
     for i, (a, va) in enumerate(named):
         for b, vb in named[i + 1 :]:
             if va == vb:
-                raise ConfigError(
+                raise CalibrationError(
                     b,
                     vb,
                     f"it equals {a}={va!r}; calibrate on a split that is neither the training "
@@ -84,11 +125,11 @@ def check_overrides(override: Any) -> tuple[str, ...]:
         return ()
     names = (override,) if isinstance(override, str) else override
     if not isinstance(names, Iterable):
-        raise ConfigError("override", override, f"pass one of {OVERRIDES} or a tuple of them")
+        raise CalibrationError("override", override, f"pass one of {OVERRIDES} or a tuple of them")
     names = tuple(names)
     for name in names:
         if name not in OVERRIDES:
-            raise ConfigError(
+            raise CalibrationError(
                 "override",
                 name,
                 f"the overrides are {', '.join(repr(o) for o in OVERRIDES)}",

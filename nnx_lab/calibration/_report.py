@@ -12,7 +12,7 @@ import torch
 from ..data.metrics import MetricSpec, reliability_edges
 from ..data.streaming import StreamingMetrics
 from ..engine.probabilities import PredictionResult, ProbabilitySpec
-from ..errors import ConfigError
+from ..errors import CalibrationError
 from ._inputs import prediction_rows
 from ._prediction import CalibratedPrediction
 
@@ -48,9 +48,9 @@ class ReliabilityDiagram:
 def _check_temperature(temperature: Any, prediction: Any) -> float:
     ok = isinstance(temperature, int | float) and not isinstance(temperature, bool)
     if not ok or not math.isfinite(temperature) or temperature <= 0:
-        raise ConfigError("temperature", temperature, "pass a finite temperature > 0")
+        raise CalibrationError("temperature", temperature, "pass a finite temperature > 0")
     if temperature != 1 and hasattr(prediction, "calibrated_logits"):
-        raise ConfigError(
+        raise CalibrationError(
             "temperature",
             temperature,
             "a CalibratedPrediction has its temperature; pass the raw prediction to try another",
@@ -60,7 +60,7 @@ def _check_temperature(temperature: Any, prediction: Any) -> float:
 
 def check_bins(bins: Any) -> int:
     if isinstance(bins, bool) or not isinstance(bins, int) or not 1 <= bins <= 10_000:
-        raise ConfigError("bins", bins, "pass an integer number of bins in [1, 10000]")
+        raise CalibrationError("bins", bins, "pass an integer number of bins in [1, 10000]")
     return bins
 
 
@@ -95,7 +95,7 @@ def _source(prediction: Any, calibrated: bool) -> tuple[PredictionResult, torch.
         return raw, prediction.calibrated_logits if calibrated else prediction.logits
     if isinstance(prediction, PredictionResult) and prediction.spec is not None:
         return prediction, prediction.logits
-    raise ConfigError(
+    raise CalibrationError(
         "prediction",
         prediction if not isinstance(prediction, torch.Tensor) else "a tensor",
         "pass model.predict_proba(X, spec) or calibrator.transform(...)",

@@ -80,6 +80,22 @@ class SplitManifest:
         """id -> "train" | "val" | "test" | "excluded"."""
         return {v: name for name in (*SPLITS, "excluded") for v in getattr(self, name)}
 
+    @property
+    def validation(self) -> tuple[Any, ...]:
+        """NNx's name for ``val``."""
+        return self.val
+
+    @property
+    def parameters(self) -> dict[str, Any]:
+        """NNx's name for ``params``."""
+        return self.params
+
+    @property
+    def ids(self) -> str:
+        """What the ids name, NNx's field: ``"sample"`` (row ids, the default) or
+        ``"position"``."""
+        return self.__dict__.get("_ids", "sample")
+
     def sizes(self) -> dict[str, int]:
         return {name: len(getattr(self, name)) for name in (*SPLITS, "excluded")}
 
@@ -171,6 +187,43 @@ def _column(values: Any, n: int, name: str) -> list[Any]:
     if len(out) != n:
         raise SplitError(f"plan_split: {name} has {len(out)} values for {n} ids")
     return out
+
+
+_ID_KINDS = ("sample", "position")
+_UNSET: Any = object()
+_dataclass_init = SplitManifest.__init__
+
+
+def _init_with_nnx_names(
+    self: SplitManifest,
+    *args: Any,
+    validation: Any = _UNSET,
+    ids: str | None = None,
+    parameters: Any = _UNSET,
+    **kwargs: Any,
+) -> None:
+    # NNx 0.4.1 spells it SplitManifest(strategy, train, validation, test, excluded=(),
+    # ids="sample", parameters={}): read that form too, into the same manifest (its state
+    # and digest are nnx-lab's, so a manifest built either way replays alike).
+    if args and isinstance(args[0], str):
+        kwargs.update(zip(("strategy", "train", "val", "test", "excluded"), args, strict=False))
+        args = ()
+    for nnx, ours, value in (
+        ("validation", "val", validation),
+        ("parameters", "params", parameters),
+    ):
+        if value is _UNSET:
+            continue
+        if ours in kwargs:
+            raise SplitError(f"SplitManifest: pass {ours}= or {nnx}= (NNx's name), not both")
+        kwargs[ours] = value
+    if ids is not None and ids not in _ID_KINDS:
+        raise SplitError(f"SplitManifest: ids={ids!r} is invalid: pass 'sample' or 'position'")
+    object.__setattr__(self, "_ids", ids or "sample")
+    _dataclass_init(self, *args, **kwargs)
+
+
+SplitManifest.__init__ = _init_with_nnx_names  # type: ignore[method-assign]
 
 
 def plan_split(

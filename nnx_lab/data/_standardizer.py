@@ -54,15 +54,36 @@ class Standardizer:
         self.std = std_a
 
     @classmethod
-    def fit(cls, rows: Any, columns: Sequence[str]) -> Standardizer:
-        """Fit on ``rows`` (the training rows: an array, or a DataFrame with ``columns``)."""
-        X = _as_matrix(rows, list(columns), "fit")
+    def fit(
+        cls, data: Any, columns: Sequence[Any] | None = None, *, rows: Any = None
+    ) -> Standardizer:
+        """Fit on ``data`` (the training rows: an array, or a DataFrame with ``columns``).
+
+        NNx's form, ``Standardizer.fit(source, rows=train_positions, columns=None)``, is
+        read too: ``rows`` are the integer positions of the training rows in ``data``
+        (unique, in range; read in sorted order), and ``columns`` selects the frame's
+        columns (None: all of them)."""
+        if rows is not None:
+            data = _pick_rows(data, rows)
+            if columns is not None and hasattr(data, "columns"):
+                data = data[list(columns)]
+        if columns is None:
+            columns = list(data.columns) if hasattr(data, "columns") else None
+        if columns is None:
+            width = np.asarray(data).shape[-1] if np.asarray(data).ndim == 2 else 0
+            columns = [str(i) for i in range(width)]
+        X = _as_matrix(data, [str(c) for c in columns], "fit")
         if X.shape[0] == 0:
             raise StandardizerError("Standardizer.fit: no rows to fit on")
         mean = X.mean(axis=0)
         std = X.std(axis=0)
         std = np.where(std > 0, std, 1.0)
         return cls(columns, mean, std)
+
+    @property
+    def scale(self) -> np.ndarray:
+        """NNx's name for ``std`` (the divisor; 1 for a constant column)."""
+        return self.std
 
     @property
     def constant(self) -> list[str]:
@@ -130,6 +151,31 @@ class Standardizer:
 
     def __repr__(self) -> str:
         return f"Standardizer(columns={self.columns})"
+
+
+def _pick_rows(data: Any, rows: Any) -> Any:
+    """The rows of ``data`` at the integer positions ``rows``, in sorted order."""
+    picked = np.asarray(rows)
+    if picked.ndim != 1 or (picked.size and not np.issubdtype(picked.dtype, np.integer)):
+        raise StandardizerError(
+            "Standardizer.fit: rows must be a 1-D sequence of integer positions (the "
+            "training rows of the source)"
+        )
+    if picked.size == 0:
+        raise StandardizerError("Standardizer.fit: rows is empty: pass the training positions")
+    n = len(data)
+    if len(np.unique(picked)) != picked.size:
+        raise StandardizerError("Standardizer.fit: rows repeats a position; pass each once")
+    if picked.min() < 0 or picked.max() >= n:
+        raise StandardizerError(
+            f"Standardizer.fit: rows holds positions outside [0, {n}) for a source of {n} rows"
+        )
+    order = np.sort(picked)
+    if hasattr(data, "iloc"):
+        return data.iloc[order]
+    if hasattr(data, "detach"):  # a tensor
+        data = data.detach().cpu().numpy()
+    return np.asarray(data)[order]
 
 
 def _as_matrix(rows: Any, columns: list[str], what: str) -> np.ndarray:

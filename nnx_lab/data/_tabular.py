@@ -226,7 +226,17 @@ class NNTabularDataset:
             raise ConfigError("NNTabularDataset.feature_cols", features, "name at least one")
         if len(set(features)) != len(features):
             raise ConfigError("NNTabularDataset.feature_cols", features, "name each column once")
-        missing = [c for c in [*features, target_col] if c not in df.columns]
+        named = [*features, target_col]
+        repeated = sorted({str(c) for c in named if (df.columns == c).sum() > 1})
+        if repeated:
+            raise DataError(
+                "NNTabularDataset",
+                f"the frame has more than one column named {repeated}",
+                "rename the repeated columns (df.columns must be unique among the columns "
+                "you select); NNx 0.4.1 takes every column of that name, see "
+                "docs/nnx_differences.md",
+            )
+        missing = [c for c in named if c not in df.columns]
         if missing:
             raise DataError(
                 "NNTabularDataset",
@@ -286,12 +296,15 @@ class NNTabularDataset:
             lo, hi = (
                 (0, 1) if dtype is torch.bool else (torch.iinfo(dtype).min, torch.iinfo(dtype).max)
             )
-            out = [c for j, c in enumerate(cols) if ((X[:, j] < lo) | (X[:, j] > hi)).any()]
+            # The cast truncates toward zero: 127.9 becomes 127 and is admitted (NNx's
+            # rule); only a value whose truncation is out of range would wrap.
+            whole = np.trunc(X)
+            out = [c for j, c in enumerate(cols) if ((whole[:, j] < lo) | (whole[:, j] > hi)).any()]
             if out:
                 raise DataError(
                     "NNTabularDataset",
-                    f"feature column(s) {out} hold values outside [{lo}, {hi}], which the cast "
-                    f"to {dtype} would wrap",
+                    f"feature column(s) {out} hold values outside [{lo}, {hi}] after "
+                    f"truncation toward zero, which the cast to {dtype} would wrap",
                     "use a wider feature_dtype, or rescale the columns",
                 )
 
@@ -319,6 +332,7 @@ class NNTabularDataset:
                 f"{dtype or 'class labels'})",
                 "drop the rows without a target, or impute it",
             )
+        series = _numeric_strings(series)
         if dtype is None:  # class labels
             if pd.api.types.is_float_dtype(series):
                 values = series.to_numpy(dtype=np.float64)
@@ -330,6 +344,16 @@ class NNTabularDataset:
                         "pass target_dtype=torch.float32 for regression, or whole-number labels",
                     )
             uniques = sorted(series.unique().tolist(), key=lambda v: (str(type(v)), v))
+            if pd.api.types.is_numeric_dtype(series) and uniques != list(range(len(uniques))):
+                # Integer labels are class indices: remapping {0, 5} to {0, 1} would make
+                # predict() answer 1 for the class the data calls 5 (NNx refuses too).
+                raise DataError(
+                    "NNTabularDataset",
+                    f"target_col {col!r} labels must be contiguous integers 0..K-1; got "
+                    f"min={uniques[0]}, max={uniques[-1]}, n_unique={len(uniques)}",
+                    "remap the labels first (e.g. df[col] = pd.factorize(df[col], "
+                    "sort=True)[0]), or give them as strings, which are encoded in sorted order",
+                )
             self.classes = uniques
             if uniques == list(range(len(uniques))):
                 codes = series.to_numpy().astype(np.int64)
@@ -337,7 +361,7 @@ class NNTabularDataset:
                 lookup = {v: i for i, v in enumerate(uniques)}
                 codes = series.map(lookup).to_numpy().astype(np.int64)
             return torch.from_numpy(codes)
-        values = self._numeric(df, [col], "target")[:, 0]
+        values = self._numeric(pd.DataFrame({col: series}), [col], "target")[:, 0]
         if np.isinf(values).any():
             raise DataError(
                 "NNTabularDataset",
@@ -417,3 +441,19 @@ class NNTabularDataset:
             f"NNTabularDataset({self.name}: {self.input_dim} features -> {self.output_dim} "
             f"outputs; {sizes})"
         )
+
+
+def _numeric_strings(series: Any) -> Any:
+    """A column of numbers written as text (``"0"``, ``"-0.38"``) as those numbers, as
+    NNx reads it; any other column as it is."""
+    import pandas as pd
+
+    if pd.api.types.is_numeric_dtype(series) or not len(series):
+        return series
+    if not all(isinstance(v, str) for v in series.tolist()):
+        return series
+    try:
+        converted = pd.to_numeric(series.str.strip(), errors="raise")
+    except (ValueError, TypeError):
+        return series
+    return converted

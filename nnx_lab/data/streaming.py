@@ -14,13 +14,13 @@ from typing import Any
 
 import torch
 
-from ..errors import ConfigError, DataError
+from ..errors import ConfigError, DataError, MetricMergeError
 from ._stream_inputs import Declared, as_tensor, shape_batch
 from .metrics import KINDS, FinalizeContext, MetricBatch, MetricSpec, statistic_for
 
 __all__ = ["MetricsResult", "StreamingMetrics"]
 
-_ALIASES = {"binary": "bernoulli", "multilabel": "bernoulli"}
+_ALIASES = {"binary": "bernoulli", "multilabel": "bernoulli", "continuous": "regression"}
 _IGNORE_INDEX = -100  # torch's and the engine's default
 
 
@@ -51,12 +51,21 @@ class StreamingMetrics:
     def __init__(
         self,
         metrics: Sequence[MetricSpec | str],
-        kind: Any,
+        kind: Any = None,
         *,
         class_axis: int | None = None,
         ignore_index: int | None = _IGNORE_INDEX,
         device: torch.device | str | None = None,
+        semantics: Any = None,
     ) -> None:
+        if semantics is not None:  # NNx's name for the kind
+            if kind is not None and kind != semantics:
+                raise ConfigError(
+                    "StreamingMetrics.semantics",
+                    semantics,
+                    f"kind={kind!r} says otherwise; pass one of them (semantics is NNx's name)",
+                )
+            kind = semantics
         n_classes = None
         if hasattr(kind, "kind") and hasattr(kind, "class_axis"):  # a ProbabilitySpec
             spec = kind
@@ -267,14 +276,14 @@ class StreamingMetrics:
         mine, theirs = self.declaration(), other.declaration()
         if mine != theirs:
             diff = [k for k in mine if mine[k] != theirs[k]]
-            raise ConfigError(
+            raise MetricMergeError(
                 "StreamingMetrics.merge",
                 {k: (mine[k], theirs[k]) for k in diff},
                 "merge only accumulations declared with the same metrics, kind, class_axis "
                 "and ignore_index",
             )
         if None not in (self.n_classes, other.n_classes) and self.n_classes != other.n_classes:
-            raise ConfigError(
+            raise MetricMergeError(
                 "StreamingMetrics.merge",
                 {"n_classes": (self.n_classes, other.n_classes)},
                 "merge only accumulations over the same classes",

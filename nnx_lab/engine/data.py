@@ -25,7 +25,7 @@ from torch.utils.data import (
 )
 from torch.utils.data._utils.collate import default_collate, default_convert
 
-from ..errors import DataError
+from ..errors import DataError, InputTypeError
 from .adapters import Inputs, unwrap_source
 from .fingerprint import callable_identity
 from .net_shape import NetShape, shape_of
@@ -414,7 +414,7 @@ def check_inputs(X: Any) -> None:
         isinstance(X, Iterable) and not isinstance(X, str | bytes)  # a str would recurse
     ):
         return
-    raise DataError(
+    raise InputTypeError(
         "X",
         f"a {type(X).__name__} is not a supported input",
         "pass a tensor, a NumPy array, an (X, y) tuple or a loader of batches",
@@ -444,7 +444,7 @@ def iter_inputs(X: Any, batch_size: int = 4096, *, cast: bool = True) -> Iterato
             xb = batch[0] if isinstance(batch, tuple | list) else batch
             yield from iter_inputs(xb, batch_size, cast=cast)
         return
-    raise DataError(
+    raise InputTypeError(
         "X",
         f"a {type(X).__name__} is not a supported input",
         "pass a tensor, a NumPy array, an (X, y) tuple or a loader of batches",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from enum import Enum
+from typing import Any
 
 from ..errors import ConfigError
 
@@ -52,6 +53,21 @@ class Devices(_NamedEnum):
             return cls.CUDA
         return cls.CPU
 
+    def torch_device(self) -> Any:
+        """This member as a ``torch.device`` (NNx's spelling; present or not)."""
+        import torch
+
+        return torch.device(self.value)
+
+    def __call__(self) -> Any:
+        """``Devices.CPU()`` is ``Devices.CPU.torch_device()``, as in NNx."""
+        return self.torch_device()
+
+    @classmethod
+    def get_torch_device(cls) -> Any:
+        """The best device present (``get()``) as a ``torch.device``."""
+        return cls.get().torch_device()
+
 
 class Losses(_NamedEnum):
     CROSS_ENTROPY = "cross_entropy"
@@ -62,6 +78,21 @@ class Losses(_NamedEnum):
     @property
     def is_classification(self) -> bool:
         return self in (Losses.CROSS_ENTROPY, Losses.NEGATIVE_LOG_LIKELIHOOD)
+
+    def __call__(self, **kwargs: Any) -> Any:
+        """A fresh torch loss module, as NNx's members give: ``CrossEntropyLoss``,
+        ``NLLLoss`` (it takes log-probabilities), ``MSELoss``, ``BCEWithLogitsLoss``.
+        ``NNModelParams(loss=...)`` takes the member itself (its NLL applies
+        log_softmax to the logits first)."""
+        from torch import nn
+
+        factory = {
+            Losses.CROSS_ENTROPY: nn.CrossEntropyLoss,
+            Losses.NEGATIVE_LOG_LIKELIHOOD: nn.NLLLoss,
+            Losses.MEAN_SQUARED_ERROR: nn.MSELoss,
+            Losses.BINARY_CROSS_ENTROPY: nn.BCEWithLogitsLoss,
+        }[self]
+        return factory(**kwargs)
 
 
 class Nets(_NamedEnum):

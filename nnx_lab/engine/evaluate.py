@@ -69,6 +69,11 @@ def evaluate(
     if device is None:
         device = next(net.parameters()).device
     loss_sum = torch.zeros((), dtype=torch.float64, device=device)
+    # A custom torch loss module is combined by its own reduction (losses.split_parts);
+    # ``by_parts`` is None until the first batch says whether it applies.
+    weight_sum = torch.zeros((), dtype=torch.float64, device=device)
+    by_parts: bool | None = None
+    summed = False
     rows = elements = 0
     k = task.k
     conf = torch.zeros((k + 1, k), dtype=torch.long, device=device) if k else None
@@ -79,7 +84,15 @@ def evaluate(
         for X, y in loader:
             X, y = X.to(device, non_blocking=True), y.to(device, non_blocking=True)
             out = forward(net, X).float()
-            loss_sum += loss.total(out, y).detach().to(torch.float64)
+            parts = loss.split_parts(out, y) if by_parts is not False else None
+            by_parts = parts is not None
+            if parts is None:
+                loss_sum += loss.total(out, y).detach().to(torch.float64)
+            else:
+                loss_sum += parts[0].detach().to(torch.float64)
+                summed = parts[1] is None
+                if parts[1] is not None:
+                    weight_sum += parts[1].to(device)
             rows += int(y.shape[0])
             elements += int(out.numel())
             if conf is not None:
@@ -90,13 +103,14 @@ def evaluate(
                 kept.append((y, task.decode(out)))
     if reduce is not None:
         counts = torch.tensor([rows, elements], dtype=torch.float64, device=device)
-        parts = [loss_sum.reshape(1), counts]
+        parts = [loss_sum.reshape(1), counts, weight_sum.reshape(1)]
         if conf is not None:
             parts.append(conf.reshape(-1).to(torch.float64))
         packed = reduce(torch.cat(parts))
         loss_sum, rows, elements = packed[0], int(packed[1]), int(packed[2])
+        weight_sum = packed[3]
         if conf is not None:
-            conf = packed[3:].reshape(k + 1, k).round().long()  # type: ignore[operator]
+            conf = packed[4:].reshape(k + 1, k).round().long()  # type: ignore[operator]
         if acc is not None:
             acc.union(reduce, gather)
     if rows == 0:
@@ -113,6 +127,12 @@ def evaluate(
         counted = valid if valid is not None else rows
         denominator = int(host.sum()) if host is not None else counted
     mean = float(loss_sum) / denominator if denominator else math.nan
+    if by_parts:
+        if summed:
+            mean = float(loss_sum)
+        else:
+            weight = float(weight_sum)
+            mean = float(loss_sum) / weight if weight else math.nan
     extra = _extra(task, kept, extra_metrics, gather) if kept is not None else {}
     if not task.declared:
         valid = None  # a task-less record keeps its fields as they were

@@ -25,6 +25,7 @@ from typing import Any
 import torch
 
 from ..data.metrics import MetricSpec
+from ..errors import NonFiniteLossError
 from .collective import rank_failure
 from .edp import EDP
 from .enums import RunStatus
@@ -325,6 +326,8 @@ class TrainingLoop:
                     window, raw = [], []
                 else:
                     out = step(X, y, self.step + 1)
+            except NonFiniteLossError as exc:
+                raise self._diverged(exc, epoch, batch_index // accum) from None
             except Exception as exc:
                 self._explain(exc, raw or [(batch_index, batch)], epoch)
                 raise
@@ -345,6 +348,8 @@ class TrainingLoop:
         if window:  # a short final window still updates, weighted by its real size
             try:
                 out = step.accumulated(window, self.step + 1)
+            except NonFiniteLossError as exc:
+                raise self._diverged(exc, epoch, batch_index // accum) from None
             except Exception as exc:
                 self._explain(exc, raw, epoch)
                 raise
@@ -369,6 +374,16 @@ class TrainingLoop:
         if agreed and not self.control.stop_requested:
             self.control.request_stop("stop requested on another rank")
         return agreed
+
+    def _diverged(self, exc: NonFiniteLossError, epoch: int, batch: int) -> NonFiniteLossError:
+        return NonFiniteLossError(
+            f"non-finite training loss at step {self.step + 1} (epoch {epoch}, batch {batch}):"
+            f" loss={exc.loss} — training diverged, and this update was not applied. Look "
+            "for NaN/inf in that batch's features or targets, lower max_lr, set "
+            "NNOptimParams.grad_clip_norm or normalize the inputs; "
+            "NNTrainParams(stop_on_nonfinite=False) lets the run go on",
+            exc.loss,
+        )
 
     def _explain(self, exc: Exception, batches: list[tuple[int, Any]], epoch: int) -> None:
         """Raise a DataError naming the batch that broke a step, when a check finds one."""

@@ -10,6 +10,7 @@ network output and the targets, ``loss(out, y)``, and returns the batch's mean (
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import inspect
 from collections.abc import Callable
@@ -128,6 +129,40 @@ class LossFn:
         if self.masks_nan:
             return torch.isfinite(y).sum()
         return (y != self.ignore_index).sum()
+
+    def split_parts(
+        self, out: torch.Tensor, y: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor | None] | None:
+        """For a custom torch loss module with a ``reduction``: this batch's summed loss
+        and its share of the mean's denominator (None under ``reduction="sum"``), so that
+        batches combine into the loss of one pass over the whole split, as NNx's
+        ``evaluate()`` gives: the total for ``"sum"``; for ``"mean"``, the sum over the
+        summed class weight of the targets not ignored (a weighted or ``ignore_index``
+        loss), or over the elements (an element-wise loss). None for anything else."""
+        module = self.custom
+        reduction = getattr(module, "reduction", None)
+        if self.kind is not None or not isinstance(module, torch.nn.Module):
+            return None
+        if reduction not in ("mean", "sum"):
+            return None
+        summed = copy.copy(module)  # shares the weights; only the reduction differs
+        summed.reduction = "sum"
+        total = summed(out, y)
+        if reduction == "sum":
+            return total, None
+        indexed = isinstance(module, torch.nn.CrossEntropyLoss | torch.nn.NLLLoss) and not (
+            y.is_floating_point()
+        )
+        if indexed:
+            valid = y != module.ignore_index
+            weight = getattr(module, "weight", None)
+            if weight is None:
+                return total, valid.sum().to(torch.float64)
+            picked = weight[torch.where(valid, y, torch.zeros_like(y))]
+            return total, (picked * valid).sum().to(torch.float64)
+        if isinstance(module, torch.nn.CrossEntropyLoss):  # class probabilities: per row
+            return total, torch.tensor(float(out.shape[0]), dtype=torch.float64)
+        return total, torch.tensor(float(out.numel()), dtype=torch.float64)
 
     def total(self, out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """The batch's summed loss (a custom loss: its mean times the rows)."""

@@ -22,7 +22,7 @@ from typing import Any
 import torch
 
 from ..errors import ConfigError
-from ..runs import check_manifest, resolve_runs_root
+from ..runs import check_manifest, emit, resolve_runs_root
 from .adapters import BatchAdapter, adapt_inputs, adapt_source
 from .checkpoint import NNCheckpoint
 from .data import check_inputs, check_loader, first_targets, tensor_digest
@@ -61,7 +61,7 @@ from .run_assembly import (
     reserve_run,
     run_config,
 )
-from .run_handle import NNRun, run_id_for
+from .run_handle import NNRun, run_id_for, saved_line
 from .scoring import check_declared
 from .tasks import Task, task_for
 from .train_checks import check_metric_params, check_train_args
@@ -131,6 +131,7 @@ class NNModel:
         self.precision: ResolvedPrecision = resolve_precision(
             params.precision, params.mixed_precision, self.device.type
         )
+        self._resolved_from = (params.precision, params.mixed_precision)
         self._task_spec = params.task  # the declared task the loss was built for
         self._loss = LossFn(params.loss, params.task)
         self._task: Task | None = None  # the task of the last train() (a custom loss's)
@@ -230,6 +231,7 @@ class NNModel:
         distributed: Any = None,
         provenance: Any = None,
         eval_step_fn: Callable[..., EDP] | None = None,
+        salt: str | None = None,
     ) -> NNRun:
         """Train and record a run; every check runs before the run directory exists.
 
@@ -242,7 +244,9 @@ class NNModel:
         ``evaluate()`` for the per-epoch validation pass (e.g. ``streaming_eval_step``);
         it enters the run id by its code. ``distributed=nnx_lab.distributed.DDP()`` makes
         this process one rank of a data-parallel run (docs/distributed.md): rank 0 writes
-        the run, every rank returns the same ``NNRun``.
+        the run, every rank returns the same ``NNRun``. ``salt`` (NNx's): a non-empty
+        string folded into the run id, so the same configuration can run twice apart
+        (``run.salt``).
 
         The run trains, and records, what this model was built with: if ``net_params``
         or ``params`` were reassigned since, a drift banner says so first.
@@ -252,7 +256,7 @@ class NNModel:
             params, callbacks, components, distributed, eval_step_fn
         )
         print_model_banner(self)
-        pre = self.preflight(params, distributed, eval_step_fn)
+        pre = self.preflight(params, distributed, eval_step_fn, salt=salt)
         if provenance is not None:
             check_manifest(provenance, pre.config)
         existing = check_existing(pre, params, distributed)
@@ -276,15 +280,23 @@ class NNModel:
             net_params=self._shape,
         )
         self.precision, self._task = pre.precision, pre.task
+        self._resolved_from = (self.params.precision, self.params.mixed_precision)
         outcome = loop.run()
         if outcome.raised is not None:
             raise outcome.raised
         if distributed is not None:
             distributed.barrier()  # rank 0 has written everything once the others return
+        if recorder is not None:
+            emit(saved_line(run.run_dir))  # NNx's closing line; set_config_report silences it
         return run
 
     def preflight(
-        self, params: NNTrainParams, distributed: Any = None, eval_step_fn: Any = None
+        self,
+        params: NNTrainParams,
+        distributed: Any = None,
+        eval_step_fn: Any = None,
+        *,
+        salt: str | None = None,
     ) -> Preflight:
         """The checks and the run's identity, with no side effect: what ``train`` knows
         before it touches the runs root (``nnx_lab.launch`` calls it for rank 0 of a run
@@ -304,11 +316,16 @@ class NNModel:
         root = resolve_runs_root(params.runs_root)
         world = 1 if distributed is None else int(distributed.world_size)
         resume = plan_resume(self, params, precision, root, world)
-        config = self.run_config(params, distributed, eval_step_fn)
+        config = self.run_config(params, distributed, eval_step_fn, salt=salt)
         return Preflight(precision, task, root, resume, config, run_id_for(config))
 
     def run_config(
-        self, params: NNTrainParams, distributed: Any = None, eval_step_fn: Any = None
+        self,
+        params: NNTrainParams,
+        distributed: Any = None,
+        eval_step_fn: Any = None,
+        *,
+        salt: str | None = None,
     ) -> dict[str, Any]:
         """The ``run.yaml`` a ``train(params)`` would write; its MD5 is the run id.
 
@@ -322,11 +339,12 @@ class NNModel:
             model_params=self.trained_params(),
             weights_digest=self.weights_digest,
             dropout=getattr(self._built_net_params, "dropout_prob", None),
+            salt=salt,
         )
 
-    def expected_run_id(self, params: NNTrainParams) -> str:
+    def expected_run_id(self, params: NNTrainParams, *, salt: str | None = None) -> str:
         """The id ``train(params)`` would give its run (see ``run_config``)."""
-        return run_id_for(self.run_config(params))
+        return run_id_for(self.run_config(params, salt=salt))
 
     def weights_digest(self) -> str:
         h = hashlib.sha256()
@@ -334,6 +352,15 @@ class NNModel:
             h.update(name.encode())
             tensor_digest(h, tensor)
         return h.hexdigest()
+
+    def _policy_now(self) -> ResolvedPrecision:
+        """The precision inference runs under: a policy swapped into ``model.params``
+        since it was last resolved is resolved afresh, as NNx's predict does."""
+        source = (self.params.precision, self.params.mixed_precision)
+        if source != self._resolved_from:
+            self.precision = resolve_precision(*source, self.device.type)
+            self._resolved_from = source
+        return self.precision
 
     def _task_for_loader(self, loader: Any, field: str) -> Task:
         if self._loss.kind is not None:
@@ -364,7 +391,7 @@ class NNModel:
             self._loss,
             task,
             device=self.device,
-            precision=self.precision,
+            precision=self._policy_now(),
             metrics=checked.metrics,
             extra_metrics=checked.extra_metrics,
         )
@@ -374,7 +401,7 @@ class NNModel:
             self.net,
             X,
             device=self.device,
-            precision=self.precision,
+            precision=self._policy_now(),
             input_dim=self._shape,
             output_dim=self._output_dim(),
             surface=surface,
@@ -429,7 +456,7 @@ class NNModel:
             batch_logits,
             self.net,
             device=self.device,
-            precision=self.precision,
+            precision=self._policy_now(),
             input_dim=self._shape,
             surface="predict_proba" if rich else "predict",
         )

@@ -11,7 +11,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from .enums import Activations, Devices, Losses, Nets, coerce_enum
-from .params_base import Params, finite, is_int, positive_int, set_field
+from .params_base import FrozenList, Params, finite, is_int, positive_int, set_field
 from .precision import PrecisionPolicy, normalize_policy
 from .registry import own_net
 from .task_spec import TaskSpec
@@ -32,7 +32,7 @@ class NNParams(Params):
     def __post_init__(self) -> None:
         set_field(self, "input_dim", positive_int(self.input_dim, "NNParams.input_dim"))
         set_field(self, "output_dim", positive_int(self.output_dim, "NNParams.output_dim"))
-        dims = self.hidden_dims
+        dims = () if self.hidden_dims is None else self.hidden_dims  # NNx's "no hidden layer"
         if isinstance(dims, str | bytes) or not isinstance(dims, Sequence):
             raise ConfigError(
                 "NNParams.hidden_dims", dims, "pass a list of positive integers, e.g. [32, 16]"
@@ -44,7 +44,7 @@ class NNParams(Params):
                     list(dims),
                     f"every hidden dim must be a positive integer (got {d!r})",
                 )
-        set_field(self, "hidden_dims", tuple(int(d) for d in dims))
+        set_field(self, "hidden_dims", FrozenList(int(d) for d in dims))
         set_field(
             self,
             "dropout_prob",
@@ -54,7 +54,8 @@ class NNParams(Params):
                 low=0.0,
                 high=1.0,
                 high_open=True,
-                fix="pass a probability in [0, 1), e.g. 0.1",
+                fix="pass a probability in [0, 1), e.g. 0.1 (1.0 would drop every activation: "
+                "docs/nnx_differences.md)",
             ),
         )
         set_field(
@@ -107,6 +108,10 @@ class NNModelParams(Params):
                 "NNModelParams.mixed_precision", self.mixed_precision, "pass True or False"
             )
         set_field(self, "precision", normalize_policy(self.precision, self.mixed_precision))
+        if self.mixed_precision and self.precision is not None:
+            # The flag beside the fp16 policy it means says nothing more: dropped, so the
+            # run id is the policy's own (NNx's rule).
+            set_field(self, "mixed_precision", False)
         if self.task is not None:
             if isinstance(self.task, dict):  # a saved record's task
                 set_field(self, "task", TaskSpec.from_json(self.task))

@@ -120,6 +120,8 @@ def build_network(
         return BuiltNetwork(net, NetShape(None, None, False, f"ModelSpec {spec.id!r}"), params)
     check_net_params(params.net, net_params)
     if params.task is not None:
+        if params.task.n_outputs is None:  # TaskSpec.categorical(): the net's width
+            params = params.replace(task=params.task.with_outputs(net_params.output_dim))
         params.task.check(params.loss, net_params.output_dim)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(init_seed)

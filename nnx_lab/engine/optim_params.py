@@ -4,6 +4,7 @@ builder, ``NNSchedulerParams``).
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -97,6 +98,12 @@ class NNOptimParams(Params):
             fix=f"{name.name} takes one momentum in [0, 1), e.g. 0.9",
         )
 
+    @property
+    def accumulate_grad_batches(self) -> int | None:
+        """NNx's place for gradient accumulation (``NNOptimParams(accumulate_grad_batches=
+        4)``); ``NNTrainParams`` takes it as its ``accumulation_steps``."""
+        return self.__dict__.get("_accumulate_grad_batches")
+
     @staticmethod
     def builder() -> NNOptimParamsBuilder:
         return NNOptimParamsBuilder()
@@ -104,6 +111,35 @@ class NNOptimParams(Params):
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> NNOptimParams:
         return cls(**data)
+
+
+_dataclass_init = NNOptimParams.__init__
+
+
+def _init_with_nnx_accumulation(
+    self: NNOptimParams, *args: Any, accumulate_grad_batches: int | None = None, **kwargs: Any
+) -> None:
+    # NNx's keyword, kept off the dataclass's fields: the optimizer's JSON (so run ids),
+    # its equality and a plan's fields stay nnx-lab's, where accumulation is a training
+    # setting (NNTrainParams.accumulation_steps) that the run records once.
+    if accumulate_grad_batches is not None:
+        accumulate_grad_batches = positive_int(
+            accumulate_grad_batches, "NNOptimParams.accumulate_grad_batches"
+        )
+    object.__setattr__(self, "_accumulate_grad_batches", accumulate_grad_batches)
+    _dataclass_init(self, *args, **kwargs)
+
+
+def _signature() -> inspect.Signature:
+    sig = inspect.signature(_dataclass_init)
+    extra = inspect.Parameter(
+        "accumulate_grad_batches", inspect.Parameter.KEYWORD_ONLY, default=None
+    )
+    return sig.replace(parameters=[*sig.parameters.values(), extra])
+
+
+_init_with_nnx_accumulation.__signature__ = _signature()  # type: ignore[attr-defined]
+NNOptimParams.__init__ = _init_with_nnx_accumulation  # type: ignore[method-assign]
 
 
 class NNOptimParamsBuilder:

@@ -16,6 +16,7 @@ from ..errors import ConfigError
 __all__ = [
     "FLOAT32_MAX",
     "SEED_LIMIT",
+    "FrozenList",
     "Params",
     "finite",
     "is_int",
@@ -87,6 +88,40 @@ FLOAT32_MAX = 3.4028234663852886e38
 SEED_LIMIT = 2**63  # torch.manual_seed takes a signed 64-bit integer
 
 
+def _immutable(*_: Any, **__: Any) -> None:
+    raise TypeError("NNParams list fields are immutable; build new params with .replace(...)")
+
+
+class FrozenList(list):
+    """A list that cannot change: NNx's type for list fields (``hidden_dims == [8, 4]``).
+    It also equals the tuple it was before, and hashes as that tuple, so frozen params
+    stay hashable."""
+
+    __slots__ = ()
+    append = extend = insert = remove = pop = clear = sort = reverse = _immutable
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _immutable
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, tuple):
+            return tuple(self) == other
+        return list.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    def __hash__(self) -> int:  # type: ignore[override]
+        return hash(tuple(self))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (FrozenList, (list(self),))
+
+    def __copy__(self) -> FrozenList:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> FrozenList:
+        return self
+
+
 def set_field(obj: object, name: str, value: object) -> None:
     object.__setattr__(obj, name, value)
 
@@ -117,3 +152,15 @@ class Params:
     def replace(self, **changes: Any):
         """A copy with ``changes`` applied and validated again."""
         return replace(self, **changes)  # type: ignore[type-var]
+
+    def state(self) -> dict[str, Any]:
+        """NNx's name for the plain form: ``to_json()``, the form ``run.yaml`` holds;
+        ``type(p).from_state(p.state()) == p``."""
+        return self.to_json()
+
+    @classmethod
+    def from_state(cls, state: Any):
+        """The params ``state()`` gave (``from_json``), validated again."""
+        if not isinstance(state, dict):
+            raise ConfigError(f"{cls.__name__}.from_state", state, "pass the dict state() gave")
+        return cls.from_json(dict(state))  # type: ignore[attr-defined]

@@ -58,6 +58,8 @@ class PrecisionPolicy:
             raise ConfigError(
                 "PrecisionPolicy.mode", self.mode, f"use one of {', '.join(repr(m) for m in MODES)}"
             )
+        if self.fallback == "error":  # NNx's spelling of "no fallback: refuse"
+            object.__setattr__(self, "fallback", None)
         if self.fallback not in (None, "fp32"):
             raise ConfigError(
                 "PrecisionPolicy.fallback",
@@ -67,6 +69,14 @@ class PrecisionPolicy:
 
     def to_json(self) -> dict[str, Any]:
         return {"mode": self.mode, "fallback": self.fallback}
+
+    def resolve(self, device: Any) -> ResolvedPrecision:
+        """What this policy runs as on ``device`` (a type or a ``torch.device``): a
+        ``ResolvedPrecision``, or ``PrecisionUnsupportedError`` (NNx's ``resolve``)."""
+        import torch
+
+        kind = torch.device(device).type
+        return resolve_precision(normalize_policy(self, False), False, kind)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> PrecisionPolicy:
@@ -258,9 +268,19 @@ def resolve_precision(
     )
 
 
-def precision_support() -> dict[str, dict[str, str]]:
-    """Each device x mode cell: verified / supported / unverified / unsupported."""
+def precision_support(device: Any = None) -> dict[str, dict[str, str]]:
+    """Each device x mode cell: verified / supported / unverified / unsupported.
+
+    ``device`` (a device type such as ``"cuda"``, or a ``torch.device``) keeps that
+    type's row only, as NNx's does; a type nnx-lab knows nothing of claims no reduced
+    mode (fp32 unverified)."""
     import torch
+
+    if device is not None:
+        kind = torch.device(device).type  # an invalid name is torch's RuntimeError
+        if kind not in DEVICES:
+            return {kind: {"fp32": "unverified", "fp16": "unsupported", "bf16": "unsupported"}}
+        return {kind: precision_support()[kind]}
 
     present = {
         "cpu": True,

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..errors import ConfigError, PredictionValidationError
+from ..errors import ConfigError, DataError, PredictionValidationError
 from .adapters import Inputs, forward
 from .data import check_inputs, iter_inputs, shuffles
 from .evaluate import inference
@@ -102,6 +102,15 @@ def predict_logits(
             check_features(xb, input_dim)
             outs.append(forward(net, xb.to(device)).float())
     if not outs:
+        if not isinstance(X, np.ndarray | torch.Tensor | tuple):
+            # NNx's rule: a loader with no batch is a mistake upstream (an empty split, a
+            # filter that kept nothing), not an empty answer. An empty tensor is one.
+            raise DataError(
+                "X",
+                f"{surface}() loader produced zero batches",
+                "check the loader's dataset and sampler; pass an empty tensor to get an "
+                "empty result",
+            )
         return torch.empty(0, output_dim)
     return torch.cat(outs).cpu()
 

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..errors import StreamClosedError
 from .data import iter_inputs
 from .probabilities import PredictionBatch, PredictionResult, prediction_from_logits
 from .tasks import Task
@@ -50,7 +51,7 @@ class PredictionStream:
 
     def __enter__(self) -> PredictionStream:
         if self._state != "new":
-            raise RuntimeError(
+            raise StreamClosedError(
                 "this prediction stream was already opened; call model.iter_predict(...) "
                 "again for another pass"
             )
@@ -69,13 +70,13 @@ class PredictionStream:
 
     def __iter__(self) -> Iterator[Any]:
         if self._state != "open":
-            raise RuntimeError(
+            raise StreamClosedError(
                 "a prediction stream is read inside its with block: "
                 "`with model.iter_predict(loader) as stream: for batch in stream: ...`"
                 + (" (this one is closed)" if self._state == "closed" else "")
             )
         if self._batches is not None:
-            raise RuntimeError(
+            raise StreamClosedError(
                 "a prediction stream is one pass; call model.iter_predict(...) again"
             )
         self._batches = self._generate()

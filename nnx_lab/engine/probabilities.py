@@ -67,6 +67,13 @@ class ProbabilitySpec:
         object.__setattr__(self, "class_axis", int(self.class_axis))
         if self.labels is not None:
             object.__setattr__(self, "labels", _check_labels(self.labels))
+            if self.kind == "categorical" and len(self.labels) < 2:
+                raise PredictionValidationError(
+                    "ProbabilitySpec.labels",
+                    f"{len(self.labels)} label for kind='categorical'",
+                    "a categorical spec names at least 2 classes; declare kind='bernoulli' "
+                    "for one binary output",
+                )
 
     # -- shapes -------------------------------------------------------------------------------
     def axis_for(self, shape: Sequence[int]) -> int:
@@ -127,7 +134,8 @@ class ProbabilitySpec:
                 "ProbabilitySpec.from_state",
                 f"format={state.get('format')!r}, version={state.get('version')!r} is not "
                 f"{_STATE_FORMAT!r} version {_STATE_VERSION}",
-                "pass the dict that spec.state() returned",
+                "pass the dict that spec.state() returned (a state without its format is "
+                "refused: docs/nnx_differences.md)",
             )
         missing = [k for k in ("kind", "class_axis", "labels") if k not in state]
         if missing:
@@ -161,6 +169,12 @@ def _check_labels(labels: Any) -> tuple[str | int, ...]:
     for label in labels:
         if isinstance(label, np.generic):
             label = label.item()
+        if isinstance(label, str) and not label.strip():
+            raise PredictionValidationError(
+                "ProbabilitySpec.labels",
+                f"the label {label!r} is empty",
+                "labels must be non-empty strings (or integers)",
+            )
         if not (isinstance(label, str) or _is_int(label)):
             raise PredictionValidationError(
                 "ProbabilitySpec.labels",

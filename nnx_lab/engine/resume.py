@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from torch.utils.data import DataLoader
 
-from ..errors import ConfigError, ResumeError, TrainingStateError
+from ..errors import ConfigError, ResumeError, ResumeNotFoundError, TrainingStateError
 from ..runs import run_dir
 from .checkpoint import NNCheckpoint
 from .handlers.jsonl_log import JsonlLogger
@@ -147,7 +147,7 @@ def plan_resume(
         return None
     source_dir = run_dir(root, source_id, "NNTrainParams.resume_from_run_id")
     if not (source_dir / "run.yaml").is_file():
-        raise FileNotFoundError(
+        raise ResumeNotFoundError(
             f"NNTrainParams.resume_from_run_id={source_id!r}: no such run under the runs "
             f"root {root.resolve()}/ (searched {source_dir / 'run.yaml'}); check the id, or "
             "pass runs_root= where that run was written"

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from ..errors import ConfigError
 from ..runs import FORMAT_VERSION, PROVENANCE_FILE, record_attempt, writer_identity
 from .collective import DistributedTrainStep
 from .data import batch_problem, data_identity
@@ -85,6 +86,7 @@ def run_config(
     model_params: NNModelParams,
     weights_digest: Callable[[], str],
     dropout: float | None = None,
+    salt: str | None = None,
 ) -> dict[str, Any]:
     """The ``run.yaml`` of a run of these params; ``weights_digest()`` gives the initial
     weights' digest (not asked for a resumed run, whose weights come from its source,
@@ -107,6 +109,10 @@ def run_config(
         config["distributed"] = {"world_size": distributed.world_size}
     if eval_step_fn is not None:  # absent by default: existing run ids stay as they were
         config["eval_step"] = callable_identity(eval_step_fn)
+    if salt is not None:  # NNx's train(salt=): the same configuration, another run id
+        if not isinstance(salt, str) or not salt.strip():
+            raise ConfigError("salt", salt, "NNRun.salt must be a non-empty string when provided")
+        config["salt"] = salt
     return config
 
 
@@ -288,6 +294,9 @@ def _assemble(
         if distributed is None
         else DistributedTrainStep(*parts, collective=distributed)
     )
+    # fp32 has no scaler or gradient check: the loss itself is checked before backward.
+    # A rank of a DDP run leaves it to the collective flush (a lone raise would hang).
+    step.guard_loss = params.stop_on_nonfinite and not precision.reduced and distributed is None
     loop = TrainingLoop(
         step,
         params,

@@ -22,6 +22,7 @@ from ..runs import (
     RunRecordError,
     effective_status,
     event_from_line,
+    is_run_id,
     read_provenance,
     read_record,
     resolve_runs_root,
@@ -37,7 +38,15 @@ from .params import NNModelParams
 from .precision import ResolvedPrecision
 from .selection import MonitorRecord
 
-__all__ = ["FORMAT_VERSION", "IDP", "NNRun", "iter_events", "read_events", "run_id_for"]
+__all__ = [
+    "FORMAT_VERSION",
+    "IDP",
+    "NNRun",
+    "iter_events",
+    "read_events",
+    "run_id_for",
+    "saved_line",
+]
 
 
 _PLATFORM: dict[str, str] = {}
@@ -180,6 +189,30 @@ class NNRun:
             if hook is not None:
                 hook(ev)
 
+    @property
+    def salt(self) -> str | None:
+        """The ``train(salt=...)`` folded into this run's id (None without one)."""
+        salt = self.config.get("salt")
+        return salt if isinstance(salt, str) else None
+
+    @staticmethod
+    def all(root: str | os.PathLike[str] | None = None) -> list[NNRun]:
+        """Every run under the runs root (``NNRun.load`` of each folder named by a run id
+        that holds a ``run.yaml``), in id order; ``[]`` when there is no runs root.
+        Other entries (files, links, lock files) are passed over; a damaged run raises
+        as ``NNRun.load`` does. ``nnx_lab.list_runs()`` lists without loading."""
+        base = resolve_runs_root(root)
+        if not base.is_dir():
+            return []
+        ids = sorted(
+            e.name
+            for e in os.scandir(base)
+            if is_run_id(e.name)
+            and e.is_dir(follow_symlinks=False)
+            and os.path.isfile(os.path.join(e.path, "run.yaml"))
+        )
+        return [NNRun.load(i, base) for i in ids]
+
     @classmethod
     def load(cls, id: str, runs_root: str | os.PathLike[str] | None = None) -> NNRun:
         """Rehydrate a run (config, metadata, idps) from its directory.
@@ -253,6 +286,17 @@ def iter_events(path: Path) -> Iterator[Event]:
 def read_events(path: Path) -> list[Event]:
     """The events of a ``metrics.jsonl`` (``iter_events``, as a list)."""
     return list(iter_events(path))
+
+
+def saved_line(run_dir: str | os.PathLike[str]) -> str:
+    """The line ``train()`` ends with, as NNx prints it: the run's folder relative to the
+    working directory (``/`` separators) when it lies under it, else absolute."""
+    path = Path(run_dir).resolve()
+    try:
+        shown = path.relative_to(Path.cwd().resolve()).as_posix()
+    except ValueError:
+        return f"Run saved to {path.as_posix()}"
+    return f"Run saved to {shown} (relative to the working directory)"
 
 
 def write_metadata(run: NNRun) -> None:

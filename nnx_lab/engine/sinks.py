@@ -34,16 +34,49 @@ class Callback:
     ``on_detach()`` after it ended, whatever the outcome. A sink that carries resumable
     state implements ``state_dict()`` / ``load_state_dict(state)`` with JSON-able values
     and ``reset()``, which ``train()`` calls before a run starts.
+
+    NNx's hooks are here too, as no-ops to override (NNx's ``Callback`` has them):
+    ``on_train_begin(ctx)``, ``on_epoch_begin(ctx)``, ``on_epoch_end(ctx)`` and
+    ``on_train_end(ctx)``; a subclass that overrides any of them is driven through
+    NNx's protocol (``nnx_lab.engine.handlers.nnx_callbacks``).
     """
+
+    distributed: Any = None  # NNx's class attribute; nnx-lab runs every callback on rank 0
+
+    def on_train_begin(self, ctx: Any) -> None:
+        """Called once before the first epoch."""
+
+    def on_epoch_begin(self, ctx: Any) -> None:
+        """Called before each epoch."""
+
+    def on_epoch_end(self, ctx: Any) -> None:
+        """Called after each epoch; set ``ctx.should_stop = True`` to end the run there."""
+
+    def on_train_end(self, ctx: Any) -> None:
+        """Called once the loop stopped, before the LAST checkpoint is written."""
+
+    def checkpoint_transforms(self) -> tuple[Any, ...]:
+        """NNx's checkpoint transforms: none in nnx-lab."""
+        return ()
 
 
 def _has(obj: Any, names: Iterable[str]) -> bool:
     return any(callable(getattr(obj, n, None)) for n in names)
 
 
+def overrides(obj: Any, name: str) -> bool:
+    """Whether ``obj`` has hook ``name`` of its own: a ``Callback`` subclass that leaves
+    a hook as the base's no-op does not listen to it."""
+    fn = getattr(obj, name, None)
+    if not callable(fn):
+        return False
+    base = getattr(Callback, name, None)
+    return base is None or getattr(type(obj), name, None) is not base
+
+
 def check_callback(obj: Any) -> None:
     """Refuse an object that no hook of the stream (or of NNx) would ever call."""
-    if _has(obj, (*HOOKS, *LIFECYCLE, *NNX_HOOKS)):
+    if _has(obj, (*HOOKS, *LIFECYCLE, *NNX_HOOKS)) or isinstance(obj, Callback):
         return
     if inspect.isfunction(obj) or inspect.ismethod(obj):
         return  # NNx's legacy callable, fn(idps) after each epoch

@@ -18,7 +18,7 @@ import numbers
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import ConfigError
+from ..errors import TaskValidationError
 from .enums import Losses
 
 __all__ = ["TASK_KINDS", "TaskSpec"]
@@ -64,36 +64,64 @@ class TaskSpec:
     """
 
     kind: str
-    n_outputs: int
+    n_outputs: int | None  # None: the network's output width (NNModel fills it in)
     ignore_index: int | None = None
     threshold: float | None = None
+    labels: tuple[str, ...] | None = None  # NNx's: one name per output, in order
 
     def __post_init__(self) -> None:
         if self.kind not in TASK_KINDS:
-            raise ConfigError(
+            raise TaskValidationError(
                 "TaskSpec.kind",
                 self.kind,
                 "use TaskSpec.categorical(n), TaskSpec.regression(n) or TaskSpec.multilabel(n)",
             )
         least = 2 if self.kind == "categorical" else 1
-        if not _is_int(self.n_outputs) or int(self.n_outputs) < least:
+        if self.labels is not None:
+            labels = self.labels
+            if isinstance(labels, str | bytes) or not all(
+                isinstance(x, str) and x.strip() for x in labels
+            ):
+                raise TaskValidationError(
+                    f"{_FACTORY[self.kind]}: labels",
+                    labels,
+                    "pass a sequence of non-empty strings, one per output",
+                )
+            labels = tuple(labels)
+            if len(set(labels)) != len(labels):
+                raise TaskValidationError(
+                    f"{_FACTORY[self.kind]}: labels", labels, "name each output once"
+                )
+            object.__setattr__(self, "labels", labels)
+            if self.n_outputs is None:
+                object.__setattr__(self, "n_outputs", len(labels))
+            elif self.n_outputs != len(labels):
+                raise TaskValidationError(
+                    f"{_FACTORY[self.kind]}: labels",
+                    labels,
+                    f"TaskSpec has {len(labels)} label(s) but num_outputs={self.n_outputs}",
+                )
+        if self.n_outputs is None:
+            pass  # the network's width, filled in when the model is built
+        elif not _is_int(self.n_outputs) or int(self.n_outputs) < least:
             why = (
                 "pass n >= 2 classes (a single binary logit is TaskSpec.multilabel(1))"
                 if self.kind == "categorical"
                 else f"pass the number of outputs, an integer >= {least}"
             )
-            raise ConfigError(f"{_FACTORY[self.kind]}: n", self.n_outputs, why)
-        object.__setattr__(self, "n_outputs", int(self.n_outputs))
+            raise TaskValidationError(f"{_FACTORY[self.kind]}: n", self.n_outputs, why)
+        else:
+            object.__setattr__(self, "n_outputs", int(self.n_outputs))
         if self.kind == "categorical":
             ii = self.ignore_index
             if ii is not None and not _is_int(ii):
-                raise ConfigError(
+                raise TaskValidationError(
                     "TaskSpec.categorical: ignore_index",
                     ii,
                     "pass an integer target value to leave out (torch's default is -100), or None",
                 )
-            if ii is not None and 0 <= int(ii) < self.n_outputs:
-                raise ConfigError(
+            if ii is not None and self.n_outputs is not None and 0 <= int(ii) < self.n_outputs:
+                raise TaskValidationError(
                     "TaskSpec.categorical: ignore_index",
                     ii,
                     f"it is a class index in [0, {self.n_outputs}); pick a value outside, "
@@ -101,7 +129,7 @@ class TaskSpec:
                 )
             object.__setattr__(self, "ignore_index", None if ii is None else int(ii))
         elif self.ignore_index is not None:
-            raise ConfigError(
+            raise TaskValidationError(
                 f"{_FACTORY[self.kind]}: ignore_index",
                 self.ignore_index,
                 "only categorical tasks ignore a target value; mark a missing "
@@ -115,14 +143,14 @@ class TaskSpec:
                 or not math.isfinite(float(t))
                 or not 0.0 < float(t) < 1.0
             ):
-                raise ConfigError(
+                raise TaskValidationError(
                     "TaskSpec.multilabel: threshold",
                     t,
                     "pass a probability strictly between 0 and 1, e.g. 0.5",
                 )
             object.__setattr__(self, "threshold", float(t))
         elif self.threshold is not None:
-            raise ConfigError(
+            raise TaskValidationError(
                 f"{_FACTORY[self.kind]}: threshold",
                 self.threshold,
                 "only multilabel tasks decode at a threshold",
@@ -130,19 +158,32 @@ class TaskSpec:
 
     # -- constructors ----------------------------------------------------------------------
     @classmethod
-    def categorical(cls, n: int, ignore_index: int | None = -100) -> TaskSpec:
-        """One class out of ``n`` per row (softmax over the class axis)."""
-        return cls("categorical", n, ignore_index=ignore_index)
+    def categorical(
+        cls, n: int | None = None, ignore_index: int | None = -100, *, labels: Any = None
+    ) -> TaskSpec:
+        """One class out of ``n`` per row (softmax over the class axis). ``n`` may be
+        left out (the network's output width, or the number of ``labels``)."""
+        return cls("categorical", n, ignore_index=ignore_index, labels=labels)
 
     @classmethod
-    def regression(cls, n: int = 1) -> TaskSpec:
+    def regression(cls, n: int | None = 1, *, labels: Any = None) -> TaskSpec:
         """``n`` continuous targets per row."""
-        return cls("regression", n)
+        if labels is not None and n == 1:
+            n = None  # the labels count them
+        return cls("regression", n, labels=labels)
 
     @classmethod
-    def multilabel(cls, n: int, threshold: float = 0.5) -> TaskSpec:
+    def multilabel(
+        cls, n: int | None = None, threshold: float = 0.5, *, labels: Any = None
+    ) -> TaskSpec:
         """``n`` independent binary labels per row (one sigmoid each)."""
-        return cls("multilabel", n, threshold=threshold)
+        return cls("multilabel", n, threshold=threshold, labels=labels)
+
+    def with_outputs(self, n: int) -> TaskSpec:
+        """This task over ``n`` outputs (how a task declared without ``n`` is fixed)."""
+        if self.n_outputs is not None:
+            return self
+        return TaskSpec(self.kind, n, self.ignore_index, self.threshold, self.labels)
 
     # -- what it implies -------------------------------------------------------------------
     @property
@@ -181,7 +222,8 @@ class TaskSpec:
             return None
         from .probabilities import ProbabilitySpec  # torch: this module stays data only
 
-        return ProbabilitySpec(kind="categorical" if self.kind == "categorical" else "bernoulli")
+        kind = "categorical" if self.kind == "categorical" else "bernoulli"
+        return ProbabilitySpec(kind=kind, labels=self.labels)
 
     def check(self, loss: Any, output_dim: int | None = None, field: str = "NNModelParams.task"):
         """Refuse a loss or an output width this task cannot train with."""
@@ -190,14 +232,14 @@ class TaskSpec:
             if loss not in allowed:
                 suited = [k for k, v in _LOSSES.items() if loss in v]
                 other = f"; {loss.name} trains {_FACTORY[suited[0]]}" if suited else ""
-                raise ConfigError(
+                raise TaskValidationError(
                     field,
                     f"{self!r} with loss={loss.name}",
                     f"a {self.kind} task trains with "
                     f"{' or '.join(f'Losses.{x.name}' for x in allowed)}{other}",
                 )
-        if output_dim is not None and output_dim != self.n_outputs:
-            raise ConfigError(
+        if output_dim is not None and self.n_outputs is not None and output_dim != self.n_outputs:
+            raise TaskValidationError(
                 field,
                 f"{self!r} for a network with NNParams.output_dim={output_dim}",
                 f"declare the task over {output_dim} outputs "
@@ -212,6 +254,8 @@ class TaskSpec:
             data["ignore_index"] = self.ignore_index
         if self.kind == "multilabel":
             data["threshold"] = self.threshold
+        if self.labels is not None:  # absent without labels: run ids stay as they were
+            data["labels"] = list(self.labels)
         return data
 
     @classmethod
@@ -219,14 +263,17 @@ class TaskSpec:
         if isinstance(data, TaskSpec):
             return data
         if not isinstance(data, dict) or "kind" not in data or "n_outputs" not in data:
-            raise ConfigError(
+            raise TaskValidationError(
                 "NNModelParams.task", data, "a saved task is {'kind': ..., 'n_outputs': ...}"
             )
-        unknown = sorted(set(data) - {"kind", "n_outputs", "ignore_index", "threshold"})
+        unknown = sorted(set(data) - {"kind", "n_outputs", "ignore_index", "threshold", "labels"})
         if unknown:
-            raise ConfigError(
+            raise TaskValidationError(
                 "NNModelParams.task", data, f"unknown keys {unknown}; was the record edited?"
             )
+        data = dict(data)
+        if isinstance(data.get("labels"), list):
+            data["labels"] = tuple(data["labels"])
         return cls(**data)
 
     def __repr__(self) -> str:

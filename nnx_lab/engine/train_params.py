@@ -35,9 +35,11 @@ class NNTrainParams(Params):
     of at most ``nnx_lab.runs.RUN_NAME_MAX`` characters.
 
     ``stop_on_nonfinite`` (default True): a non-finite training loss ends the run as
-    "failed", naming the first step whose loss was NaN or infinite (checked when the
-    per-step values are read back, every ``log_every`` steps: no host sync per step).
-    False lets such a run go on, as a plain PyTorch loop would.
+    "failed", naming the first step whose loss was NaN or infinite. In fp32 the loss is
+    checked before its backward pass, so that step never reaches the weights (NNx's
+    rule); under fp16 / bf16 the scaler or the gradient check stops it first, and a DDP
+    rank checks when the per-step values are read back. False lets such a run go on,
+    as a plain PyTorch loop would.
     """
 
     n_epochs: int = 1
@@ -71,11 +73,22 @@ class NNTrainParams(Params):
             raise ConfigError(
                 "NNTrainParams.seed",
                 self.seed,
-                "pass an integer seed in [0, 2**63), e.g. 42",
+                "pass an integer seed in [0, 2**63), e.g. 42 (params are checked as they are "
+                "built: docs/nnx_differences.md)",
             )
         set_field(self, "seed", int(self.seed))
         if not isinstance(self.optim, NNOptimParams):
             raise ConfigError("NNTrainParams.optim", self.optim, "pass an NNOptimParams(...)")
+        nnx_accum = self.optim.accumulate_grad_batches
+        if nnx_accum is not None and nnx_accum != self.accumulation_steps:
+            if self.accumulation_steps != 1:
+                raise ConfigError(
+                    "NNTrainParams.accumulation_steps",
+                    self.accumulation_steps,
+                    f"NNOptimParams.accumulate_grad_batches={nnx_accum} says otherwise; "
+                    "set one of them (they are the same setting)",
+                )
+            set_field(self, "accumulation_steps", nnx_accum)
         if self.scheduler is not None and not isinstance(self.scheduler, NNSchedulerParams):
             raise ConfigError(
                 "NNTrainParams.scheduler", self.scheduler, "pass an NNSchedulerParams(...) or None"
@@ -200,6 +213,16 @@ class NNTrainParams(Params):
                 name: callable_identity(fn) for name, fn in sorted(self.extra_metrics.items())
             }
         return ident
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> NNTrainParams:
+        """The params of ``to_json()`` (no loaders, metrics or monitor: pass them again)."""
+        data = dict(data)
+        if isinstance(data.get("optim"), dict):
+            data["optim"] = NNOptimParams.from_json(data["optim"])
+        if isinstance(data.get("scheduler"), dict):
+            data["scheduler"] = NNSchedulerParams.from_json(data["scheduler"])
+        return cls(**data)
 
     def _base_identity(self) -> dict[str, Any]:
         return {

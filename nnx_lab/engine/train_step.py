@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 
+from ..errors import NonFiniteLossError
 from .adapters import forward
 from .losses import LossFn
 from .precision import ResolvedPrecision
@@ -52,6 +53,18 @@ class TrainStep:
         self._autocast = precision.autocast if precision.reduced else contextlib.nullcontext
         self._decode = task.k is not None
         self.keep_outputs = False  # set by a loop whose metrics read the raw outputs
+        # Set by a training run that stops on a non-finite loss: the loss is read before
+        # its backward pass (one scalar per step), so a diverged step never reaches the
+        # weights. The LR finder leaves it off: divergence is what it looks for.
+        self.guard_loss = False
+
+    def _guard(self, loss: torch.Tensor, y: torch.Tensor) -> None:
+        if bool(torch.isfinite(loss).all()):
+            return
+        if self.loss.per == "target" and int(self.loss.valid_targets(y)) == 0:
+            return  # every target ignored: 0 / 0, nothing learned, not a divergence
+        value = float(loss.detach().float().sum())
+        raise NonFiniteLossError(f"non-finite training loss ({value})", value)
 
     def needs(self, outputs: bool, preds: bool) -> None:
         """Return raw outputs (declared or task metrics) and decoded predictions
@@ -64,6 +77,8 @@ class TrainStep:
         with self._autocast():
             out = forward(self.net, X)
             loss = self.loss(out, y)
+        if self.guard_loss:
+            self._guard(loss, y)
         self.updater.backward(loss)
         self.updater.step(step_number=step_number)
         preds = self.task.decode(out.detach()) if self._decode else None
@@ -89,6 +104,8 @@ class TrainStep:
             with self.precision.autocast():
                 out = forward(net, X)
                 part = loss_fn.total(out, y) if by_target else loss_fn(out, y) * y.shape[0]
+            if self.guard_loss:
+                self._guard(part, y)
             self.updater.backward(part)
             loss_sum = loss_sum + part.detach().float()
             if self._decode:

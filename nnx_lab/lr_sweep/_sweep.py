@@ -3,6 +3,8 @@ everything restored in ``try/finally``."""
 
 from __future__ import annotations
 
+import copy
+import functools
 import math
 import time
 from collections.abc import Iterator, Sequence
@@ -68,6 +70,52 @@ def _optimizer(net: torch.nn.Module, optimizer: Any, start_lr: float) -> torch.o
     )
 
 
+def _live_iterator(loader: Any) -> Any:
+    """A persistent-worker DataLoader's live iterator (its workers), else None."""
+    if not getattr(loader, "persistent_workers", False):
+        return None
+    return getattr(loader, "_iterator", None)
+
+
+def _leaves_loader_workers_as_found(fn: Any) -> Any:
+    """A persistent-worker loader keeps the iterator a pass made (its next epoch would
+    differ from an unswept loader's): the sweep discards one it made, and refuses a live
+    one (its position cannot be put back) before anything changes."""
+
+    @functools.wraps(fn)
+    def sweep(net: Any, train_loader: Any, *args: Any, **kwargs: Any) -> Any:
+        if _live_iterator(train_loader) is not None:
+            raise ConfigError(
+                "lr_finder.train_loader",
+                "a loader with a live persistent-worker iterator",
+                "cannot use a train_loader with a live persistent-worker iterator; pass a "
+                "fresh DataLoader (or one with persistent_workers=False)",
+            )
+        try:
+            return fn(net, train_loader, *args, **kwargs)
+        finally:
+            made = _live_iterator(train_loader)
+            if made is not None:
+                train_loader._iterator = None
+                getattr(made, "_shutdown_workers", lambda: None)()
+
+    return sweep
+
+
+def _own_generators(loader: Any) -> list[torch.Generator]:
+    """Generators the engine's RngState does not capture: the sampler inside a batch
+    sampler (``BatchSampler(RandomSampler(..., generator=g))``)."""
+    inner = getattr(getattr(loader, "batch_sampler", None), "sampler", None)
+    gen = getattr(inner, "generator", None)
+    known = {
+        id(getattr(loader, "generator", None)),
+        id(getattr(getattr(loader, "sampler", None), "generator", None)),
+        id(getattr(getattr(loader, "batch_sampler", None), "generator", None)),
+    }
+    return [gen] if isinstance(gen, torch.Generator) and id(gen) not in known else []
+
+
+@_leaves_loader_workers_as_found
 def lr_finder(
     net: torch.nn.Module,
     train_loader: Any,
@@ -111,7 +159,10 @@ def lr_finder(
         raise ConfigError("lr_finder.net", type(net).__name__, "the network has no parameters")
     device = params[0].device
     loss = LossFn(loss_fn if loss_fn is not None else _default_loss())
+    saved_gens = [(g, g.get_state()) for g in _own_generators(train_loader)]
     batch = first_batch(train_loader, "lr_finder.train_loader")  # refuses an empty loader
+    for gen, state in saved_gens:
+        gen.set_state(state)
     if not isinstance(batch, tuple | list) or len(batch) != 2:
         raise DataError(
             "lr_finder.train_loader", "does not yield (X, y) pairs", "yield (features, targets)"
@@ -122,7 +173,12 @@ def lr_finder(
     lrs = _schedule(start_lr, end_lr, num_iter, mode)
 
     opt_given = isinstance(optimizer, torch.optim.Optimizer)
-    saved_weights = {k: v.detach().clone() for k, v in net.state_dict().items()}
+    # Non-tensor entries (a module's extra state) are copied as they are.
+    saved_weights = {
+        k: v.detach().clone() if isinstance(v, torch.Tensor) else copy.deepcopy(v)
+        for k, v in net.state_dict().items()
+    }
+    saved_grads = [None if p.grad is None else p.grad.detach().clone() for p in params]
     saved_opt = optimizer.state_dict() if opt_given else None
     t0 = time.perf_counter()
     result: LRFinderResult | None = None
@@ -157,8 +213,10 @@ def lr_finder(
             net.load_state_dict(saved_weights)
             if opt_given and saved_opt is not None:
                 optimizer.load_state_dict(saved_opt)
-            for p in params:
-                p.grad = None
+            for p, grad in zip(params, saved_grads, strict=True):
+                p.grad = grad  # a gradient the caller had comes back; None stays None
+            for gen, state in saved_gens:
+                gen.set_state(state)
             try:
                 bus.emit(
                     SweepFinished(

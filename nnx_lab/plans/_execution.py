@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ..errors import DataError
-from ..runs import effective_status, emit, read_record, run_dir
+from ..runs import effective_status, emit, read_record, reporting, run_dir
 from ._binding import BindingReport
 from ._fields import Resolved
 from ._problems import PlanError
@@ -101,12 +101,13 @@ def fit_plan(
     ``callbacks``, then the recorder of ``plan.json`` and ``binding.json``."""
     model, params, made = plan.materialize()
     recorder = _PlanRecorder(plan, binding, model, report)
-    run = model.train(
-        params,
-        callbacks=[*made, *callbacks, recorder],
-        control=control,
-        provenance=provenance,
-    )
+    with reporting(report):  # fit(report=False) silences train()'s lines as well
+        run = model.train(
+            params,
+            callbacks=[*made, *callbacks, recorder],
+            control=control,
+            provenance=provenance,
+        )
     return FitResult(model, run, _final_metrics(run), recorder.attempt_id)
 
 

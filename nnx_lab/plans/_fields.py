@@ -212,6 +212,8 @@ def _signature_fields(prefix: str, cls: type) -> list[PlanField]:
 
     out = []
     for name, p in inspect.signature(cls).parameters.items():
+        if p.kind is p.KEYWORD_ONLY:
+            continue  # EarlyStopping's mode= and name= (NNx's) are not plan fields
         required = p.default is inspect.Parameter.empty
         out.append(
             _described(
@@ -276,6 +278,8 @@ def raw_defaults() -> dict[str, Any]:
 
     empty = inspect.Parameter.empty
     for name, p in inspect.signature(_early_stopping_class()).parameters.items():
+        if p.kind is p.KEYWORD_ONLY:
+            continue
         out[f"{EARLY_STOPPING}.{name}"] = None if p.default is empty else p.default
     return {path: out.get(path) for path in field_index()}
 

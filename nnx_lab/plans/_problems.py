@@ -97,7 +97,7 @@ class Problems(tuple[Problem, ...]):
         return f"Problems({list(self)!r})"
 
 
-class PlanError(ConfigError):
+class PlanError(ConfigError, TypeError):
     """A plan was refused; ``problems`` lists every field to fix (``field``, ``value`` and
     ``fix`` are the first one's, as for any ``ConfigError``)."""
 

@@ -114,8 +114,16 @@ def section_updates(
     updates: dict[str, Any] = {}
     if obj is not None:
         if not isinstance(obj, cls):
-            raise ConfigError(via, obj, f"pass a {cls.__name__}(...), or keyword arguments")
+            raise ConfigError(
+                via,
+                obj,
+                f"pass a {cls.__name__}(...), or keyword arguments (checked now, not at "
+                "validate(): docs/nnx_differences.md)",
+            )
         updates = {f"{prefix}.{n}": getattr(obj, n) for n in names}
+        accum = getattr(obj, "accumulate_grad_batches", None)  # NNx's spelling, on the optim
+        if accum is not None:
+            updates["train.accumulation_steps"] = accum
     for name, value in changes.items():
         if name not in names:
             raise unknown_keyword(via, name, names)

@@ -71,7 +71,7 @@ from ._jsonl import (
 )
 from ._listing import damaged_row, list_runs, metadata_row, run_rows
 from ._naming import RUN_NAME_MAX, check_run_name, metadata_lock, rename_run, write_run_metadata
-from ._output import config_report_enabled, emit, set_config_report
+from ._output import config_report_enabled, emit, reporting, set_config_report
 from ._provenance import (
     PROVENANCE_FILE,
     ExperimentManifest,
@@ -212,6 +212,7 @@ __all__ = [
     "read_stop_request",
     "record_attempt",
     "rename_run",
+    "reporting",
     "request_stop",
     "resolve_runs_root",
     "run_dir",

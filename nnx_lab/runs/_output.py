@@ -8,14 +8,19 @@ still written into the run directory.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
 import sys
 import threading
+from collections.abc import Iterator
 
-__all__ = ["config_report_enabled", "emit", "set_config_report"]
+__all__ = ["config_report_enabled", "emit", "reporting", "set_config_report"]
 
 _lock = threading.Lock()
 _enabled: bool | None = None  # None: follow NNX_CONFIG_REPORT
+# One call's own setting (``fit(report=False)``), for this thread or task only.
+_scoped: contextvars.ContextVar[bool | None] = contextvars.ContextVar("nnx_report", default=None)
 
 
 def set_config_report(enabled: bool | None) -> bool:
@@ -31,6 +36,9 @@ def set_config_report(enabled: bool | None) -> bool:
 
 
 def config_report_enabled() -> bool:
+    scoped = _scoped.get()
+    if scoped is not None:
+        return scoped
     if _enabled is not None:
         return _enabled
     value = os.environ.get("NNX_CONFIG_REPORT", "").strip().lower()
@@ -41,3 +49,14 @@ def emit(text: str, enabled: bool | None = None) -> None:
     """Print ``text`` when ``enabled`` (None: as ``set_config_report`` says)."""
     if config_report_enabled() if enabled is None else enabled:
         print(text, file=sys.stdout, flush=True)
+
+
+@contextlib.contextmanager
+def reporting(enabled: bool | None) -> Iterator[None]:
+    """Within the block (this thread or task only), print as ``enabled`` says; None
+    leaves the global switch in charge."""
+    token = _scoped.set(enabled)
+    try:
+        yield
+    finally:
+        _scoped.reset(token)

@@ -26,6 +26,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from ..errors import FileError, RunRecordError
 from ._schema import LIMITS, SchemaError, _short, check, parse_yaml
 from ._schemas.records import RUN_NAME_MAX, RUN_STATUSES, Metadata, RunConfig
@@ -83,7 +85,14 @@ class RecordSchemaError(SchemaError, RunRecordError):
     def of(cls, exc: SchemaError, fix: str = _RECORD_FIX) -> RecordSchemaError:
         fix = exc.fix if "NNX_MAX" in exc.fix else fix  # keep the fix that names a limit
         reason = plain_reason(exc.reason, exc.field)
+        if isinstance(exc, yaml.YAMLError) and cls is RecordSchemaError:
+            cls = RecordYamlError
         return cls(exc.path, exc.field, reason, value=exc.value, fix=fix, line=exc.line)
+
+
+class RecordYamlError(RecordSchemaError, yaml.YAMLError):
+    """A record that is not YAML nnx-lab reads (e.g. a ``!!python`` tag): caught as a
+    ``RunRecordError`` or as the ``yaml.YAMLError`` NNx raises there."""
 
 
 def plain_reason(reason: str, field: str = "") -> str:

@@ -44,6 +44,7 @@ __all__ = [
     "PositiveInt",
     "Probability",
     "SchemaError",
+    "YamlSyntaxError",
     "check",
     "decode_json",
     "decode_yaml",
@@ -110,6 +111,11 @@ class SchemaError(FileError, ValueError):
         shown = "" if value is None else f" (got {_short(value)})"
         super().__init__(path, f"{where}{reason}{shown}", line=line, fix=fix)
         self.reason = reason
+
+
+class YamlSyntaxError(SchemaError, yaml.YAMLError):
+    """A YAML file that is not YAML nnx-lab reads (a syntax error, a ``!!python`` tag):
+    a ``yaml.YAMLError`` too, as PyYAML's own error is where NNx reads the file."""
 
 
 def _short(value: Any) -> str:
@@ -192,7 +198,7 @@ def parse_yaml(data: bytes, path: str | Path) -> Any:
     except SchemaError:  # an alias or the nesting cap, said above (it is a ValueError too)
         raise
     except yaml.YAMLError as exc:
-        raise SchemaError(path, "", f"not valid YAML ({str(exc).splitlines()[0]})") from None
+        raise YamlSyntaxError(path, "", f"not valid YAML ({str(exc).splitlines()[0]})") from None
     except (ValueError, OverflowError) as exc:  # e.g. int() refusing a 5,000-digit literal
         raise SchemaError(path, "", f"holds a value that is not data ({str(exc)[:120]})") from None
     return value

@@ -106,6 +106,14 @@ EXPECTED = {
     "register_model_factory",
     "registered_model_factories",
     "unregister_model_factory",
+    # issue 29: what a user porting NNx code imports from the top level
+    "TaskValidationError",
+    "ResumePointError",
+    "calibration",
+    "abstention",
+    "streaming",
+    "seeding",
+    "set_seed",
 }
 
 
@@ -133,7 +141,18 @@ def test_the_widget_names_are_pinned():
     assert "DriftReport" not in nnx_lab.__all__
 
 
-MODULES = {"events", "precision", "data_splits", "preprocessing", "provenance", "distributed"}
+MODULES = {
+    "events",
+    "precision",
+    "data_splits",
+    "preprocessing",
+    "provenance",
+    "distributed",
+    "calibration",
+    "abstention",
+    "streaming",
+    "seeding",
+}
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED - {"__version__"}))

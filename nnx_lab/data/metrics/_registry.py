@@ -160,11 +160,40 @@ class MetricSpec:
     in results (the name, with any non-default options).
     """
 
-    __slots__ = ("name", "options")
+    __slots__ = ("label", "name", "options")
 
-    def __init__(self, name: str, **options: Any) -> None:
+    def __init__(
+        self,
+        name: str,
+        /,
+        version: int = 1,
+        config: Mapping[str, Any] | None = None,
+        **options: Any,
+    ) -> None:
+        """NNx's form is read too: ``MetricSpec(id, version=1, config={...}, name=...)``,
+        where ``config`` holds the options and ``name`` is a display label (``label``)."""
         if not isinstance(name, str):
             raise ConfigError("MetricSpec.name", name, "pass a metric name, e.g. 'nll'")
+        label = options.pop("name", None)
+        if label is not None and (not isinstance(label, str) or not label.strip()):
+            raise ConfigError("MetricSpec.name", label, "pass a non-empty display name, or None")
+        if isinstance(version, bool) or version != 1:
+            raise ConfigError(
+                f"MetricSpec({name!r}).version", version, "nnx-lab's metrics are version 1"
+            )
+        if config is not None:
+            if not isinstance(config, Mapping):
+                raise ConfigError(
+                    f"MetricSpec({name!r}).config", config, "pass a dict of the metric's options"
+                )
+            both = sorted(set(config) & set(options))
+            if both:
+                raise ConfigError(
+                    f"MetricSpec({name!r}).{both[0]}",
+                    options[both[0]],
+                    "given in config= and as a keyword; pass it once",
+                )
+            options = {**config, **options}
         metric = metric_info(name)
         unknown = sorted(set(options) - set(metric.options))
         if unknown:
@@ -179,6 +208,21 @@ class MetricSpec:
             metric.check_options(resolved)
         object.__setattr__(self, "name", name)
         object.__setattr__(self, "options", tuple(sorted(resolved.items())))
+        object.__setattr__(self, "label", label or name)
+
+    @property
+    def id(self) -> str:
+        """NNx's name for the registered metric's name."""
+        return self.name
+
+    @property
+    def version(self) -> int:
+        return 1
+
+    @property
+    def config(self) -> dict[str, Any]:
+        """NNx's name for the options (every option, defaults included)."""
+        return dict(self.options)
 
     def __setattr__(self, key: str, value: Any) -> None:
         raise AttributeError("MetricSpec is immutable")

@@ -106,6 +106,8 @@ class CheckpointPolicy:
                 self._write(["last"], complete=True)
         else:  # finished: the final epoch wrote LAST; a BEST may still wait
             self._commit_pending_best()
+            if self._net_changed():  # e.g. an NNx on_train_end hook: LAST holds it
+                self._write(["last"], complete=True)
 
     # -- writing --------------------------------------------------------------------------
     def _state(self, complete: bool, unavailable: bool) -> dict[str, Any]:
@@ -160,7 +162,18 @@ class CheckpointPolicy:
 
     def _write(self, types: list[str], *, complete: bool, unavailable: bool = False) -> None:
         """Write the current state now (no copy needed: nothing trains meanwhile)."""
+        if "last" in types:
+            self._written = self._net_marks()
         self._commit(types, self._state(complete, unavailable))
+
+    def _net_marks(self) -> tuple[Any, ...]:
+        # Each tensor's storage and in-place version counter: any change since LAST was
+        # written (an added buffer, an in-place edit, a reassigned tensor) shows here.
+        net = self.loop.train_step.net
+        return tuple((k, v.data_ptr(), v._version) for k, v in net.state_dict().items())
+
+    def _net_changed(self) -> bool:
+        return getattr(self, "_written", None) not in (None, self._net_marks())
 
     def _commit_pending_best(self) -> None:
         """Commit the BEST that waited in memory. When the LAST on disk names the BEST on

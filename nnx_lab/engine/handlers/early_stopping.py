@@ -31,17 +31,45 @@ class EarlyStopping:
 
     def __init__(
         self,
-        patience: int = 10,
-        monitor: str | MonitorSpec | None = None,
+        patience: int | str | MonitorSpec | None = 10,
+        monitor: str | MonitorSpec | int | None = None,
         min_delta: float = 0.0,
+        *,
+        mode: str = "min",
+        name: str | None = None,
     ) -> None:
-        """``monitor`` may be a ``MonitorSpec`` (§2.6): the one the run selects BEST and
+        """``EarlyStopping(patience, monitor=None, min_delta=0.0, *, mode="min",
+        name=None)``; NNx's positional form, monitor first (``EarlyStopping(
+        "val_edp.loss", 3)``), is read as well: a first argument that is a monitor name,
+        a ``MonitorSpec`` or None is the monitor.
+
+        ``monitor`` may be a ``MonitorSpec`` (§2.6): the one the run selects BEST and
         steps its plateau scheduler on (``NNTrainParams(monitor=...)``), so all three
         follow one decision: an epoch counts when the monitor did not improve by more
-        than its ``min_delta``, an unavailable value neither counts nor resets."""
+        than its ``min_delta``, an unavailable value neither counts nor resets.
+        ``mode="max"`` counts an epoch as an improvement when the value rose; it needs
+        an explicit ``monitor`` (the default choice reads errors and losses)."""
+        if patience is None or isinstance(patience, str | MonitorSpec):
+            # NNx's positional order: the monitor first, then the patience
+            patience, monitor = (10 if monitor is None else monitor), patience
+        if mode not in ("min", "max"):
+            raise ValueError(f"EarlyStopping.mode={mode!r} is invalid: pass 'min' or 'max'")
+        if mode == "max" and monitor is None:
+            raise ValueError(
+                "EarlyStopping: mode='max' requires an explicit monitor; the default "
+                "choice (val_edp.error, else val_edp.loss) only ever falls"
+            )
+        if isinstance(monitor, MonitorSpec) and mode != "min":
+            raise ValueError(
+                f"EarlyStopping.mode={mode!r} with monitor={monitor!r}: the spec carries its "
+                "own mode; set it there, MonitorSpec(..., mode=...)"
+            )
+        if name is not None and (not isinstance(name, str) or not name):
+            raise ValueError(f"EarlyStopping.name={name!r} is invalid: pass a non-empty string")
         if isinstance(patience, bool) or not isinstance(patience, int) or patience < 1:
             raise ValueError(
-                f"EarlyStopping.patience={patience!r} is invalid: pass an integer >= 1"
+                f"EarlyStopping.patience={patience!r} is invalid: pass an integer >= 1 "
+                "(NNx also takes 0; see docs/nnx_differences.md)"
             )
         spec = monitor if isinstance(monitor, MonitorSpec) else None
         if spec is None and monitor is not None and monitor not in MONITORS:
@@ -59,6 +87,7 @@ class EarlyStopping:
                 "carries its own min_delta; set it there, MonitorSpec(..., min_delta=...)"
             )
         self.spec = spec
+        self.mode, self.name = mode, name
         self.patience, self.min_delta = patience, float(min_delta)
         self.monitor = spec.source if spec is not None else monitor
         self._control: TrainingControl | None = None
@@ -71,6 +100,11 @@ class EarlyStopping:
         self.selected: str | None = self.monitor
         self._warned = False
         self._decision = None if self.spec is None else MonitorState(self.spec)
+
+    @property
+    def selected_monitor(self) -> str | None:
+        """NNx's name for the monitor followed (None until the default chose one)."""
+        return self.selected
 
     def on_attach(self, control: TrainingControl) -> None:
         self._control = control
@@ -138,18 +172,26 @@ class EarlyStopping:
         if value is None:
             if not self._warned:
                 warnings.warn(
-                    f"EarlyStopping(monitor={self.monitor or 'val_edp.error'!r}) has "
-                    "no value to read (no validation split?); it will never stop. "
-                    "Point monitor= at a train metric, e.g. 'train_edp.loss'",
+                    f"EarlyStopping(monitor={self.monitor!r}): epoch {event.epoch} has no "
+                    "validation data point, so there is nothing to monitor and this epoch "
+                    "is not counted toward patience (no value to read: it will never "
+                    "stop). Configure a val_loader, or pass monitor='train_edp.loss' / "
+                    "'train_edp.error'",
                     RuntimeWarning,
                     stacklevel=2,
                 )
                 self._warned = True
             return
-        if math.isfinite(value) and (self.best is None or value < self.best - self.min_delta):
+        if math.isfinite(value) and (self.best is None or self._better(value)):
             self.best, self.counter = value, 0
             return
         self._count(event)
+
+    def _better(self, value: float) -> bool:
+        assert self.best is not None
+        if self.mode == "max":
+            return value > self.best + self.min_delta
+        return value < self.best - self.min_delta
 
     def state_dict(self) -> dict[str, Any]:
         state = {

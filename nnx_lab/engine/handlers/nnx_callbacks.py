@@ -19,11 +19,11 @@ from ..events import (
     HOOKS,
     EpochEnded,
     EpochStarted,
-    RunFinished,
+    RunEnding,
     RunStarted,
     TrainingControl,
 )
-from ..sinks import LIFECYCLE, NNX_HOOKS, check_callback
+from ..sinks import LIFECYCLE, NNX_HOOKS, check_callback, overrides
 
 __all__ = ["TrainingContext", "adapt_callbacks"]
 
@@ -35,7 +35,8 @@ class TrainingContext:
     about to start or just ended, 1-based), ``step`` (optimizer steps so far), ``idps``
     (the history so far), ``val_edp`` and ``train_summary`` (the last epoch's
     validation record and whole-epoch training summary), ``status`` (at the end) and
-    ``should_stop`` (set it to end the run after this epoch).
+    ``should_stop`` (set it to end the run after this epoch), ``idp`` (the last
+    iteration data point, NNx's ``ctx.idp``).
     """
 
     def __init__(self, model: Any, run: Any) -> None:
@@ -51,6 +52,11 @@ class TrainingContext:
     @property
     def idps(self) -> list[Any]:
         return self.run.idps if self.run is not None else []
+
+    @property
+    def idp(self) -> Any:
+        idps = self.idps
+        return idps[-1] if idps else None
 
 
 class _NNxHooks:
@@ -96,7 +102,9 @@ class _NNxHooks:
                 f"{type(self.callback).__name__} set ctx.should_stop at epoch {event.epoch}"
             )
 
-    def on_run_finished(self, event: RunFinished) -> None:
+    def on_run_ending(self, event: RunEnding) -> None:
+        # Before the LAST checkpoint is written (its writer listens after the callbacks),
+        # so what on_train_end changes in the net reaches LAST, as in NNx.
         self.ctx.status = event.status
         self._call("on_train_end")
 
@@ -118,7 +126,7 @@ def adapt_callbacks(callbacks: Sequence[Any], model: Any, run: Any) -> list[Any]
     for cb in callbacks:
         check_callback(cb)
         own = any(callable(getattr(cb, h, None)) for h in HOOKS)
-        nnx = any(callable(getattr(cb, h, None)) for h in NNX_HOOKS)
+        nnx = any(overrides(cb, h) for h in NNX_HOOKS)
         if nnx:
             sinks.append(_NNxHooks(cb, TrainingContext(model, run)))
             if own:
@@ -127,6 +135,7 @@ def adapt_callbacks(callbacks: Sequence[Any], model: Any, run: Any) -> list[Any]
             sinks.append(cb)
         elif inspect.isfunction(cb) or inspect.ismethod(cb):
             sinks.append(_LegacyCallable(cb, TrainingContext(model, run)))
+        # else: a Callback subclass that overrides nothing, which NNx accepts too
     return sinks
 
 
