@@ -21,7 +21,7 @@ from types import MappingProxyType
 from typing import Any
 
 from ..engine.enums import Losses
-from ..engine.params import NNModelParams, NNOptimParams, NNParams, NNSchedulerParams, NNTrainParams
+from ..engine.params import NNModelParams, NNOptimParams, NNSchedulerParams, NNTrainParams
 from ..errors import ConfigError
 from ..runs import resolve_runs_root
 from . import _execution
@@ -47,6 +47,7 @@ from ._updates import (
     field_at,
     frozen,
     loss_entry,
+    net_updates,
     same_value,
     section_updates,
     train_call_updates,
@@ -155,11 +156,11 @@ class ExperimentPlan:
         """A plan with several fields set at once, by path."""
         return self._with(dict(values), "with_values")
 
-    def with_net(self, net_params: NNParams | None = None, /, **changes: Any) -> ExperimentPlan:
-        """The network: an ``NNParams``, and/or some of its fields (``hidden_dims=[64]``)."""
-        return self._with(
-            section_updates("net", NNParams, net_params, changes, "with_net"), "with_net"
-        )
+    def with_net(self, net_params: Any = None, /, **changes: Any) -> ExperimentPlan:
+        """The network: an ``NNParams`` and/or its fields (``hidden_dims=[64]``), a
+        ``ModelSpec``, or a built-in network's params (``NNConvParams(...)``)."""
+        updates, removed = net_updates(self.value("model.net"), net_params, changes)
+        return self._with(updates, "with_net", removed)
 
     def with_model(
         self, model_params: NNModelParams | None = None, /, **changes: Any
