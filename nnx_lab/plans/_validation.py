@@ -27,6 +27,7 @@ from ..engine.registry import (
 from ..runs import is_run_id, resolve_runs_root, run_dir
 from ._fields import EARLY_STOPPING, SCHEDULER, Resolved, plan_fields
 from ._locate import runs_roots
+from ._net_value import SpecWithFactory
 from ._plan_refs import has_references, reference_problems
 from ._problems import Problem, Problems
 from ._sources import Source, takes_no_arguments
@@ -162,9 +163,10 @@ def _net_problems(resolved: Resolved, values: Mapping[str, Any]) -> list[Problem
     if isinstance(net, RuntimeModuleRef):
         return [Problem("model.net", f"a runtime module ({net.name})", RUNTIME_FIX)]
     problems = []
+    travels = isinstance(values.get("model.net"), SpecWithFactory)  # resolve() registers it
     if isinstance(net, ModelSpec):
         registered = registered_model_factories()
-        if (net.id, net.version) not in registered:
+        if not travels and (net.id, net.version) not in registered:
             known = ", ".join(f"{i!r} v{v}" for i, v in registered) or "none"
             problems.append(
                 Problem(

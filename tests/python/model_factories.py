@@ -26,3 +26,20 @@ def small_cnn(config: dict) -> torch.nn.Module:
 def register_small_cnn() -> None:
     if CNN_ID not in registered_model_factories():
         register_model_factory(*CNN_ID, small_cnn)
+
+
+def _digits(rows: slice, batch_size: int, shuffle: bool) -> torch.utils.data.DataLoader:
+    from nnx_lab.example_data import digits_images
+
+    X, y = digits_images(8)
+    data = torch.utils.data.TensorDataset(X[rows], y[rows])
+    return torch.utils.data.DataLoader(data, batch_size=batch_size, shuffle=shuffle)
+
+
+def few_digits_train_loader() -> torch.utils.data.DataLoader:
+    """128 digit images (1x8x8) in batches of 32: a launch of few steps."""
+    return _digits(slice(0, 128), 32, True)
+
+
+def few_digits_val_loader() -> torch.utils.data.DataLoader:
+    return _digits(slice(128, 192), 32, False)

@@ -142,6 +142,7 @@ class SpecNet(msgspec.Struct, forbid_unknown_fields=True, tag_field="kind", tag=
         default_factory=dict
     )
     seed: Annotated[int, msgspec.Meta(ge=0, le=2**63 - 1)] = 0
+    factory: Ref | None = None  # a plan reference: the plans layer's trust rules apply
 
 
 class ParamsNet(msgspec.Struct, forbid_unknown_fields=True, tag_field="kind", tag="params"):

@@ -8,7 +8,7 @@ import json
 
 import pytest
 import torch
-from model_factories import CNN_ID, register_small_cnn
+from model_factories import CNN_ID, register_small_cnn, small_cnn
 from plan_factories import NET
 
 from nnx_lab import (
@@ -23,6 +23,8 @@ from nnx_lab import (
     NNParams,
     NNTrainParams,
     PlanError,
+    registered_model_factories,
+    unregister_model_factory,
 )
 from nnx_lab.example_data import digits_image_train_loader, digits_image_val_loader
 
@@ -68,7 +70,7 @@ def test_the_net_round_trips_through_json_and_fits_to_the_imperative_run_id(tmp_
     assert not plan.validate()
     text = json.dumps(plan.to_json())
     back = ExperimentPlan.from_json(text)
-    assert back.value("model.net") == net
+    assert back.resolve().value("model.net") == net
     assert back.to_json() == plan.to_json()
     model, train = _imperative(net, tmp_path / "runs")
     expected = model.expected_run_id(train)
@@ -150,3 +152,28 @@ def test_an_mlp_plan_writes_the_same_json_as_before(tmp_path):
     doc = _plan(NNParams(input_dim=64, output_dim=10), tmp_path / "runs").to_json()
     assert "model.net" not in doc["values"]
     assert doc["values"]["net.input_dim"] == 64
+
+
+def test_the_spec_carries_its_factory_as_a_reference_resolve_registers(tmp_path):
+    doc = _plan(SPEC, tmp_path / "runs").to_json()
+    assert doc["values"]["model.net"]["factory"] == "model_factories:small_cnn"
+    unregister_model_factory(*CNN_ID)  # a fresh process: nothing registered yet
+    back = ExperimentPlan.from_json(doc)
+    assert not back.resolved
+    assert not back.validate()  # the reference is checked as text; nothing imported
+    assert CNN_ID not in registered_model_factories()
+    assert back.resolve().value("model.net") == SPEC
+    assert registered_model_factories()[CNN_ID] is small_cnn
+
+
+def test_a_spec_factory_reference_is_checked_like_every_plan_reference(tmp_path):
+    doc = _plan(SPEC, tmp_path / "runs").to_json()
+    doc["values"]["model.net"]["factory"] = "os:system"
+    hostile = ExperimentPlan.from_json(doc)
+    [p] = hostile.validate()
+    assert p.field == "model.net"
+    with pytest.raises(PlanError, match=r"model\.net"):
+        hostile.resolve()
+    doc["values"]["model.net"]["factory"] = "plan_factories:make_train_loader"
+    with pytest.raises(PlanError, match="another factory"):
+        ExperimentPlan.from_json(doc).resolve()  # not the one registered for the spec
