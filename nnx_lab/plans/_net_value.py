@@ -40,6 +40,7 @@ __all__ = [
     "net_from_json",
     "net_json",
     "net_parts",
+    "net_summary",
     "own_net_params",
     "register_factory",
     "spec_factory_ref",
@@ -99,6 +100,21 @@ def net_parts(value: Any) -> tuple[Any, Any]:
     if own_net_params(value):
         return OWN_NET_PARAMS[type(value)], value
     return value, None
+
+
+def net_summary(values: Mapping[str, Any]) -> str:
+    """The network in a plan's repr: ``8->[16]->3`` for the MLP, else the spec or the
+    params' member."""
+    held = values.get("model.net")
+    spec = getattr(held, "spec", held)
+    if isinstance(spec, ModelSpec):
+        return f"ModelSpec({spec.id!r}, {spec.version})"
+    if own_net_params(held):
+        return f"Nets.{OWN_NET_PARAMS[type(held)].name}"
+    return (
+        f"{values.get('net.input_dim', '?')}->{list(values.get('net.hidden_dims', ()))}->"
+        f"{values.get('net.output_dim', '?')}"
+    )
 
 
 def net_json(value: Any, path: str = "model.net") -> Any:

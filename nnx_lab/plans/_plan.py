@@ -37,6 +37,7 @@ from ._fields import (
     resolve,
 )
 from ._locate import runs_roots
+from ._net_value import net_summary
 from ._plan_json import plan_from_json, plan_to_json
 from ._plan_record import plan_record
 from ._plan_refs import has_references, resolve_references, stand_in_values
@@ -482,10 +483,7 @@ class ExperimentPlan:
 
     def __repr__(self) -> str:
         v = self._values
-        net = (
-            f"{v.get('net.input_dim', '?')}->{list(v.get('net.hidden_dims', ()))}->"
-            f"{v.get('net.output_dim', '?')}"
-        )
+        net = net_summary(v)
         train, val = self._data
         data = "none" if train is None else train.name.rsplit(".", 1)[-1]
         if val is not None:

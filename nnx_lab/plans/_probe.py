@@ -100,6 +100,8 @@ def run_probe(r: Resolved, batch: Any) -> ProbeReport:
     with preserved_rng():
         seed_everything(r.train.seed)
         model = plan_model(r)
+        if r.net is None:  # a spec's network: its output width is read from a first forward
+            model.predict(X[:2])
         task = model.task(y if model.loss_fn.kind is None else None)
         if not isinstance(r.net, NNParams):
             pass  # another network: its first forward below says what it refuses

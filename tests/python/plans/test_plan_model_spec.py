@@ -177,3 +177,13 @@ def test_a_spec_factory_reference_is_checked_like_every_plan_reference(tmp_path)
     doc["values"]["model.net"]["factory"] = "plan_factories:make_train_loader"
     with pytest.raises(PlanError, match="another factory"):
         ExperimentPlan.from_json(doc).resolve()  # not the one registered for the spec
+
+
+@pytest.mark.parametrize("net", [SPEC, CONV], ids=["spec", "conv"])
+def test_probe_and_repr_know_the_network(tmp_path, net):
+    plan = _plan(net, tmp_path / "runs")
+    X, y = next(iter(digits_image_train_loader()))
+    report = plan.probe((X, y))
+    assert report.output_shape == (32, 10)
+    assert report.train_loss is not None
+    assert ("ModelSpec('tests.small_cnn', 1)" if net is SPEC else "Nets.CONV") in repr(plan)
