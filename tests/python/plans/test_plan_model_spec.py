@@ -187,3 +187,19 @@ def test_probe_and_repr_know_the_network(tmp_path, net):
     assert report.output_shape == (32, 10)
     assert report.train_loss is not None
     assert ("ModelSpec('tests.small_cnn', 1)" if net is SPEC else "Nets.CONV") in repr(plan)
+
+
+def test_a_spec_plan_drifts_nowhere_from_its_run_and_resumes(tmp_path):
+    from model_factories import few_digits_train_loader, few_digits_val_loader
+
+    from nnx_lab.plans import drift_report
+
+    plan = (
+        _plan(SPEC, tmp_path / "runs")
+        .with_data(few_digits_train_loader, val=few_digits_val_loader, identity="few")
+        .with_train(progress=False)
+    )
+    run = plan.fit(report=False).run
+    assert drift_report(plan, run).changed == ()
+    child = plan.resuming(run, epochs="additional").with_epochs(1).fit(report=False).run
+    assert child.parent_run_id == run.id
