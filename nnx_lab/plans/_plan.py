@@ -48,6 +48,7 @@ from ._updates import (
     field_at,
     frozen,
     loss_entry,
+    model_net_updates,
     net_updates,
     same_value,
     section_updates,
@@ -168,7 +169,8 @@ class ExperimentPlan:
     ) -> ExperimentPlan:
         """Net kind, device, loss and precision: an ``NNModelParams`` and/or its fields."""
         updates = section_updates("model", NNModelParams, model_params, changes, "with_model")
-        return self._with(updates, "with_model")
+        updates, removed = model_net_updates(self.value("model.net"), updates)
+        return self._with(updates, "with_model", removed)
 
     def with_optim(self, optim: NNOptimParams | None = None, /, **changes: Any) -> ExperimentPlan:
         """The optimizer: an ``NNOptimParams`` and/or its fields (``max_lr=1e-3``)."""

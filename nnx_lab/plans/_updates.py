@@ -24,7 +24,7 @@ from ..engine.params import (
 from ..engine.registry import RUNTIME_FIX, ModelSpec, RuntimeModuleRef
 from ..errors import ConfigError
 from ._fields import SCHEDULER, PlanField, field_index, plan_fields
-from ._net_value import own_net_params
+from ._net_value import OWN_NET_PARAMS, own_net_params
 from ._problems import json_safe
 from ._refs import Reference, code_record, reference_code
 
@@ -33,6 +33,7 @@ __all__ = [
     "frozen",
     "is_custom_loss",
     "loss_entry",
+    "model_net_updates",
     "net_updates",
     "same_value",
     "section_updates",
@@ -207,4 +208,20 @@ def net_updates(current: Any, obj: Any, changes: Mapping[str, Any]) -> tuple[dic
     updates = section_updates("net", NNParams, obj, changes, "with_net")
     if obj is not None and own:
         updates["model.net"] = Nets.FEED_FWD
+    return updates, []
+
+
+def model_net_updates(current: Any, updates: dict[str, Any]) -> tuple[dict, list[str]]:
+    """``with_model``'s ``(updates, removed paths)``: ``net=Nets.CONV`` keeps the
+    ``NNConvParams`` the plan holds (the member they imply), and a spec given there
+    removes the MLP's ``net.*`` fields, as ``with_net(spec)`` does."""
+    if "model.net" not in updates:
+        return updates, []
+    new = updates["model.net"]
+    if own_net_params(current):
+        kind = OWN_NET_PARAMS[type(current)]
+        if new is kind or new == kind.value:
+            return {p: v for p, v in updates.items() if p != "model.net"}, []
+    if isinstance(new, ModelSpec) or own_net_params(new):
+        return updates, [f.path for f in plan_fields() if f.section == "net"]
     return updates, []

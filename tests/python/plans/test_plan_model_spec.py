@@ -203,3 +203,12 @@ def test_a_spec_plan_drifts_nowhere_from_its_run_and_resumes(tmp_path):
     assert drift_report(plan, run).changed == ()
     child = plan.resuming(run, epochs="additional").with_epochs(1).fit(report=False).run
     assert child.parent_run_id == run.id
+
+
+def test_with_model_keeps_the_params_its_member_implies_and_a_spec_drops_the_mlp():
+    conv = ExperimentPlan().with_net(CONV).with_model(NNModelParams(net=Nets.CONV))
+    assert conv.value("model.net") == CONV
+    assert conv.with_model(net="conv").value("model.net") == CONV
+    own = ExperimentPlan().with_net(NET).with_model(NNModelParams(net=SPEC))
+    assert own.value("model.net") == SPEC
+    assert not any(own.is_set(f.path) for f in own.fields() if f.section == "net")
