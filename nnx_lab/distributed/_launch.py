@@ -114,6 +114,20 @@ def _import_roots(data: Any) -> list[str]:
     return roots
 
 
+def _check_factory_travels(net: Any) -> None:
+    """A spec's factory reaches the workers as the ``module:qualname`` the plan's JSON
+    names (a runtime module is refused earlier, by ``validate()`` and ``to_json``)."""
+    if isinstance(net, dict) and net.get("kind") == "spec" and not net.get("factory"):
+        raise ConfigError(
+            "model.net",
+            f"ModelSpec({net['id']!r}, {net['version']})",
+            "the workers import the factory registered for the spec, and this one has no "
+            "importable name (a lambda, or a function of __main__ or of a notebook cell); "
+            "define it with def in a module (a .py file beside the notebook), import it "
+            "from there and register that function",
+        )
+
+
 def launch(
     plan: Any,
     nproc_per_node: int = 2,
@@ -154,6 +168,7 @@ def launch(
     )
     plan.validate().raise_for_errors()
     data = plan.to_json()  # refuses lambdas, __main__ functions, instances: with the fix
+    _check_factory_travels(data["values"].get("model.net"))
     world = args.world_size
     # Rank 0's checks and run id, here, before any process exists: the data, a resume
     # (its source, its world size), a run of the same id.

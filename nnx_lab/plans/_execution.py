@@ -30,6 +30,7 @@ __all__ = [
     "expected_run_id",
     "fit_plan",
     "materialize",
+    "plan_model",
     "sweep_lr",
 ]
 
@@ -65,13 +66,23 @@ class _Fitted(Protocol):
     def _record(self, now: bool, *, mode: str | None = None) -> Record: ...
 
 
+def plan_model(r: Resolved) -> Any:
+    """The model a fit builds: a built-in network under the plan's seed, a spec's under
+    its own (``NNModel`` refuses ``init_seed`` with a spec), as ``NNModel`` would."""
+    from ..engine.model import NNModel
+    from ..engine.registry import ModelSpec
+
+    if isinstance(r.model.net, ModelSpec):
+        return NNModel(params=r.model)
+    return NNModel(r.net, r.model, init_seed=r.train.seed)
+
+
 def materialize(
     resolved: Resolved, data: tuple[Source | None, Source | None], callbacks: tuple[Source, ...]
 ) -> tuple[Any, Any, list[Any]]:
     """``(model, train_params, callbacks)``: seeds, calls the factories once (a
     factory's loader is checked like an instance, without reading it) and builds the
     model; early stopping comes first among the callbacks."""
-    from ..engine.model import NNModel
     from ..engine.training_state import seed_everything
 
     r = resolved
@@ -85,7 +96,7 @@ def materialize(
 
         made.append(EarlyStopping(**r.early_stopping))
     made += [cb.make() for cb in callbacks]
-    model = NNModel(r.net, r.model, init_seed=r.train.seed)
+    model = plan_model(r)
     return model, r.train.replace(train_loader=train_loader, val_loader=val_loader), made
 
 
@@ -115,7 +126,6 @@ def sweep_lr(resolved: Resolved, train: Source, kwargs: dict[str, Any]) -> Any:
     """``nnx_lab.lr_finder`` on the network a fit would build (its seed, loss and
     precision policy), the plan's optimizer unless ``kwargs`` names one, and a fresh
     training loader; the caller's random streams are restored afterwards."""
-    from ..engine.model import NNModel
     from ..engine.training_state import preserved_rng, seed_everything
     from ..lr_sweep import lr_finder
 
@@ -123,7 +133,7 @@ def sweep_lr(resolved: Resolved, train: Source, kwargs: dict[str, Any]) -> Any:
     with preserved_rng():
         seed_everything(r.train.seed)
         train_loader = train.make()
-        model = NNModel(r.net, r.model, init_seed=r.train.seed)
+        model = plan_model(r)
         kwargs.setdefault("optimizer", r.train.optim)
         kwargs.setdefault("precision", model.precision)
         loss = model.loss_fn.kind or model.loss_fn.custom
@@ -133,14 +143,13 @@ def sweep_lr(resolved: Resolved, train: Source, kwargs: dict[str, Any]) -> Any:
 def expected_run_id(resolved: Resolved, data: Iterable[Source | None]) -> str:
     """The run id a fit would give now: the factories are called (under a saved and
     restored RNG) and a throwaway model built to hash its initial weights."""
-    from ..engine.model import NNModel
     from ..engine.training_state import preserved_rng, seed_everything
 
     r = resolved
     with preserved_rng():
         seed_everything(r.train.seed)
         train_loader, val_loader = (None if s is None else s.make() for s in data)
-        model = NNModel(r.net, r.model, init_seed=r.train.seed)
+        model = plan_model(r)
     params = r.train.replace(train_loader=train_loader, val_loader=val_loader)
     return model.expected_run_id(params)
 

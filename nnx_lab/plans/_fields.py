@@ -32,6 +32,7 @@ from ..engine.precision import MODES
 from ..errors import ConfigError
 from ..runs import RUN_KNOBS
 from ._bounds import BOUNDS, Bound
+from ._net_value import net_parts
 from ._problems import Problem, json_safe
 
 __all__ = [
@@ -293,7 +294,7 @@ class Resolved:
     (or a placeholder for a required one), and is listed in ``problems``.
     """
 
-    net: NNParams
+    net: Any  # NNParams for the MLP, a built-in network's params, None for a ModelSpec
     model: NNModelParams
     optim: NNOptimParams
     scheduler: NNSchedulerParams | None
@@ -374,8 +375,17 @@ def _section(prefix: str) -> list[PlanField]:
 def resolve(values: Mapping[str, Any]) -> Resolved:
     """Params objects from a plan's values (paths to raw values); see ``Resolved``."""
     problems: list[Problem] = []
-    net = _build(NNParams, _section("net"), values, problems)
+    if "model.net" in values:  # a spec, or a built-in network's params, held as data
+        kind, own = net_parts(values["model.net"])
+        values = {**values, "model.net": kind}
+    else:
+        own = None
     model = _build(NNModelParams, _section("model"), values, problems)
+    net = (
+        _build(NNParams, _section("net"), values, problems)
+        if model.net is enums_module.Nets.FEED_FWD
+        else own  # None for a spec (its factory has the sizes) or a member given no params
+    )
     optim = _build(NNOptimParams, _section("train.optim"), values, problems)
     scheduler = None
     if values.get(SCHEDULER, False):

@@ -21,7 +21,7 @@ from types import MappingProxyType
 from typing import Any
 
 from ..engine.enums import Losses
-from ..engine.params import NNModelParams, NNOptimParams, NNParams, NNSchedulerParams, NNTrainParams
+from ..engine.params import NNModelParams, NNOptimParams, NNSchedulerParams, NNTrainParams
 from ..errors import ConfigError
 from ..runs import resolve_runs_root
 from . import _execution
@@ -37,6 +37,7 @@ from ._fields import (
     resolve,
 )
 from ._locate import runs_roots
+from ._net_value import net_summary
 from ._plan_json import plan_from_json, plan_to_json
 from ._plan_record import plan_record
 from ._plan_refs import has_references, resolve_references, stand_in_values
@@ -47,6 +48,8 @@ from ._updates import (
     field_at,
     frozen,
     loss_entry,
+    model_net_updates,
+    net_updates,
     same_value,
     section_updates,
     train_call_updates,
@@ -155,18 +158,19 @@ class ExperimentPlan:
         """A plan with several fields set at once, by path."""
         return self._with(dict(values), "with_values")
 
-    def with_net(self, net_params: NNParams | None = None, /, **changes: Any) -> ExperimentPlan:
-        """The network: an ``NNParams``, and/or some of its fields (``hidden_dims=[64]``)."""
-        return self._with(
-            section_updates("net", NNParams, net_params, changes, "with_net"), "with_net"
-        )
+    def with_net(self, net_params: Any = None, /, **changes: Any) -> ExperimentPlan:
+        """The network: an ``NNParams`` and/or its fields (``hidden_dims=[64]``), a
+        ``ModelSpec``, or a built-in network's params (``NNConvParams(...)``)."""
+        updates, removed = net_updates(self.value("model.net"), net_params, changes)
+        return self._with(updates, "with_net", removed)
 
     def with_model(
         self, model_params: NNModelParams | None = None, /, **changes: Any
     ) -> ExperimentPlan:
         """Net kind, device, loss and precision: an ``NNModelParams`` and/or its fields."""
         updates = section_updates("model", NNModelParams, model_params, changes, "with_model")
-        return self._with(updates, "with_model")
+        updates, removed = model_net_updates(self.value("model.net"), updates)
+        return self._with(updates, "with_model", removed)
 
     def with_optim(self, optim: NNOptimParams | None = None, /, **changes: Any) -> ExperimentPlan:
         """The optimizer: an ``NNOptimParams`` and/or its fields (``max_lr=1e-3``)."""
@@ -481,10 +485,7 @@ class ExperimentPlan:
 
     def __repr__(self) -> str:
         v = self._values
-        net = (
-            f"{v.get('net.input_dim', '?')}->{list(v.get('net.hidden_dims', ()))}->"
-            f"{v.get('net.output_dim', '?')}"
-        )
+        net = net_summary(v)
         train, val = self._data
         data = "none" if train is None else train.name.rsplit(".", 1)[-1]
         if val is not None:

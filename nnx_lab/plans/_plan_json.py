@@ -25,6 +25,7 @@ from ..engine.selection import MonitorSpec
 from ..errors import ConfigError
 from ..runs import PLAN_FORMAT, PlanSchemaError, check_plan_json
 from ._fields import plan_fields
+from ._net_value import net_from_json, net_json
 from ._problems import PlanError, Problem, json_safe
 from ._refs import Reference, reference_of
 from ._sources import Source, reference_source
@@ -109,6 +110,8 @@ def plan_from_json(
 def _value_json(path: str, value: Any) -> Any:
     if isinstance(value, Reference):
         return {"ref": value.text}
+    if path == "model.net":
+        return net_json(value, path)
     if path == "model.loss":
         if isinstance(value, CustomLossRef):
             raise ConfigError(path, value.name, "a loss from a saved record holds no code")
@@ -152,6 +155,8 @@ def _plain(value: Any) -> bool:
 
 
 def _value_from_json(path: str, value: Any) -> Any:
+    if path == "model.net":
+        return net_from_json(value)
     if path == "model.loss" and isinstance(value, dict):
         return Reference(value["ref"])
     if path == "train.metrics" and isinstance(value, list):

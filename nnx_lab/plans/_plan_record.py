@@ -37,7 +37,7 @@ def plan_record(
     train = {**r.train.identity(), **{k: getattr(r.train, k) for k in _RUN_KNOBS}}
     out: dict[str, Any] = {
         "format": FORMAT_VERSION,
-        "net": r.net.to_json(),
+        "net": (r.net if r.net is not None else r.model.net).to_json(),
         "model": model,
         "train": train,
         "early_stopping": r.early_stopping,

@@ -1,7 +1,8 @@
 """A plan's references: where a plan read from JSON holds text instead of code, what
 ``validate()`` says of them, and ``plan.resolve()``, the step that imports them.
 
-A loaded plan holds a ``Reference`` at each place its JSON named code: the custom loss
+A loaded plan holds a ``Reference`` at each place its JSON named code: a spec's factory
+(``model.net``, registered for the spec once imported), the custom loss
 (``model.loss``), each extra metric (``train.extra_metrics``), the data factories
 (``data.train``, ``data.val``) and the callback factories (``callbacks[i]``). Every one
 is checked before any is imported, so a plan naming ``os:abort`` next to an honest
@@ -17,6 +18,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from ._locate import check_reference, import_reference
+from ._net_value import SpecWithFactory, register_factory
 from ._problems import PlanError, Problem
 from ._refs import Reference
 from ._sources import Source, callback_source, data_source
@@ -44,6 +46,9 @@ def _places(
     callbacks: tuple[Source, ...],
 ) -> Iterator[tuple[str, Reference]]:
     """(field, reference) for every reference a plan holds, in the order of its fields."""
+    net = values.get("model.net")
+    if isinstance(net, SpecWithFactory):
+        yield "model.net", net.factory
     loss = values.get("model.loss")
     if isinstance(loss, Reference):
         yield "model.loss", loss
@@ -124,6 +129,11 @@ def resolve_references(
     if problems:
         raise PlanError(problems)
     out = dict(values)
+    if "model.net" in found:
+        try:
+            out["model.net"] = register_factory(values["model.net"], found["model.net"])
+        except ConfigError as exc:
+            raise PlanError([Problem("model.net", exc.value, exc.fix)]) from None
     if "model.loss" in found:
         out["model.loss"] = found["model.loss"]
         loss = loss_entry(found["model.loss"])
@@ -147,6 +157,8 @@ def stand_in_values(values: Mapping[str, Any]) -> dict[str, Any]:
     """The values with each reference replaced by a stand-in callable, for building the
     params objects ``validate()`` checks (a reference holds no code to check)."""
     out = dict(values)
+    if isinstance(out.get("model.net"), SpecWithFactory):
+        out["model.net"] = out["model.net"].spec
     if isinstance(out.get("model.loss"), Reference):
         out["model.loss"] = unresolved_stand_in
     extra = out.get("train.extra_metrics")

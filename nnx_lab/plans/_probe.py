@@ -18,12 +18,13 @@ import torch
 
 from ..engine.data import check_batch
 from ..engine.evaluate import evaluate, inference
-from ..engine.model import NNModel
 from ..engine.optim import build_optimizer, trainable_groups
+from ..engine.params import NNParams
 from ..engine.train_step import TrainStep
 from ..engine.training_state import preserved_rng, seed_everything
 from ..engine.update import Updater
 from ..errors import DataError
+from ._execution import plan_model
 from ._fields import Resolved
 
 __all__ = ["ProbeReport", "run_probe"]
@@ -98,9 +99,13 @@ def run_probe(r: Resolved, batch: Any) -> ProbeReport:
     X, y = _split(batch)
     with preserved_rng():
         seed_everything(r.train.seed)
-        model = NNModel(r.net, r.model, init_seed=r.train.seed)
+        model = plan_model(r)
+        if r.net is None:  # a spec's network: its output width is read from a first forward
+            model.predict(X[:2])
         task = model.task(y if model.loss_fn.kind is None else None)
-        if y is None:
+        if not isinstance(r.net, NNParams):
+            pass  # another network: its first forward below says what it refuses
+        elif y is None:
             _check_features(X, r.net.input_dim)
         else:
             check_batch((X, y), "batch", r.net, task, "the probe batch")

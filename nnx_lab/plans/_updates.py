@@ -13,10 +13,18 @@ from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Any
 
-from ..engine.enums import Losses
-from ..engine.params import CustomLossRef, NNOptimParams, NNSchedulerParams, NNTrainParams
+from ..engine.enums import Losses, Nets
+from ..engine.params import (
+    CustomLossRef,
+    NNOptimParams,
+    NNParams,
+    NNSchedulerParams,
+    NNTrainParams,
+)
+from ..engine.registry import RUNTIME_FIX, ModelSpec, RuntimeModuleRef
 from ..errors import ConfigError
 from ._fields import SCHEDULER, PlanField, field_index, plan_fields
+from ._net_value import OWN_NET_PARAMS, own_net_params
 from ._problems import json_safe
 from ._refs import Reference, code_record, reference_code
 
@@ -25,6 +33,8 @@ __all__ = [
     "frozen",
     "is_custom_loss",
     "loss_entry",
+    "model_net_updates",
+    "net_updates",
     "same_value",
     "section_updates",
     "train_call_updates",
@@ -177,3 +187,49 @@ def train_call_updates(overrides: Mapping[str, Any], via: str) -> dict[str, Any]
             raise unknown_keyword(via, name, names)
         out[f"train.{name}"] = value
     return out
+
+
+def net_updates(current: Any, obj: Any, changes: Mapping[str, Any]) -> tuple[dict, list[str]]:
+    """``with_net``'s ``(updates, removed paths)``. A spec or a built-in network's params
+    go to ``model.net`` and remove the MLP's ``net.*`` fields (they no longer apply);
+    keyword ``changes`` edit the spec's config or the params held now; an ``NNParams``
+    (or changes with the MLP) sets the ``net.*`` fields, and ``model.net`` back to the
+    MLP when it held a spec or params."""
+    own = isinstance(current, ModelSpec) or own_net_params(current)
+    if isinstance(obj, RuntimeModuleRef):
+        raise ConfigError("with_net", f"a runtime module ({obj.name})", RUNTIME_FIX)
+    if isinstance(obj, ModelSpec) or own_net_params(obj) or (obj is None and own):
+        base = current if obj is None else obj
+        if changes:
+            try:
+                base = (
+                    base.with_config(**changes)
+                    if isinstance(base, ModelSpec)
+                    else base.replace(**changes)
+                )
+            except TypeError as exc:
+                raise ConfigError(
+                    "with_net", sorted(changes), f"{exc}; name fields of {base!r}"
+                ) from None
+        mlp = [f.path for f in plan_fields() if f.section == "net"]
+        return {"model.net": base}, mlp
+    updates = section_updates("net", NNParams, obj, changes, "with_net")
+    if obj is not None and own:
+        updates["model.net"] = Nets.FEED_FWD
+    return updates, []
+
+
+def model_net_updates(current: Any, updates: dict[str, Any]) -> tuple[dict, list[str]]:
+    """``with_model``'s ``(updates, removed paths)``: ``net=Nets.CONV`` keeps the
+    ``NNConvParams`` the plan holds (the member they imply), and a spec given there
+    removes the MLP's ``net.*`` fields, as ``with_net(spec)`` does."""
+    if "model.net" not in updates:
+        return updates, []
+    new = updates["model.net"]
+    if own_net_params(current):
+        kind = OWN_NET_PARAMS[type(current)]
+        if new is kind or new == kind.value:
+            return {p: v for p, v in updates.items() if p != "model.net"}, []
+    if isinstance(new, ModelSpec) or own_net_params(new):
+        return updates, [f.path for f in plan_fields() if f.section == "net"]
+    return updates, []

@@ -15,11 +15,19 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from ..engine.enums import Nets
+from ..engine.net_kinds import NET_PARAMS
 from ..engine.params import CustomLossRef, NNModelParams, NNTrainParams
 from ..engine.precision import device_can_run
+from ..engine.registry import (
+    RUNTIME_FIX,
+    ModelSpec,
+    RuntimeModuleRef,
+    registered_model_factories,
+)
 from ..runs import is_run_id, resolve_runs_root, run_dir
 from ._fields import EARLY_STOPPING, SCHEDULER, Resolved, plan_fields
 from ._locate import runs_roots
+from ._net_value import SpecWithFactory
 from ._plan_refs import has_references, reference_problems
 from ._problems import Problem, Problems
 from ._sources import Source, takes_no_arguments
@@ -52,7 +60,7 @@ def plan_problems(
             )
         )
     if "model.net" not in flagged:
-        problems += _net_problems(getattr(resolved.model, "net", None))
+        problems += _net_problems(resolved, values)
     if not flagged & {"model.device", "model.precision", "model.mixed_precision"}:
         problems += _device_problems(resolved.model)
     if has_references(values, data, callbacks):
@@ -145,21 +153,51 @@ def _callback_problems(callbacks: tuple[Source, ...]) -> list[Problem]:
     return problems
 
 
-def _net_problems(net: Any) -> list[Problem]:
-    """A plan builds ``Nets.FEED_FWD`` from its ``net`` fields; the other networks and
-    a registered factory's ``ModelSpec`` train through ``NNModel`` for now (issue 22)."""
-    if net is None or net is Nets.FEED_FWD:
+def _net_problems(resolved: Resolved, values: Mapping[str, Any]) -> list[Problem]:
+    """What no plan can build: a wrapped module's record (its instance cannot be made
+    again), a spec whose factory is not registered here, a built-in network given no
+    params, and the MLP's ``net.*`` fields set beside another network."""
+    net = resolved.model.net
+    if net is Nets.FEED_FWD:
         return []
-    shown = net.value if isinstance(net, Nets) else repr(net)
-    what = "a ModelSpec" if not isinstance(net, Nets) else f"Nets.{net.name}"
-    return [
-        Problem(
-            "model.net",
-            shown,
-            f"plans build Nets.FEED_FWD from NNParams; {what} is not built by a plan yet: "
-            "train it with NNModel directly (see docs/models.md)",
+    if isinstance(net, RuntimeModuleRef):
+        return [Problem("model.net", f"a runtime module ({net.name})", RUNTIME_FIX)]
+    problems = []
+    travels = isinstance(values.get("model.net"), SpecWithFactory)  # resolve() registers it
+    if isinstance(net, ModelSpec):
+        registered = registered_model_factories()
+        if not travels and (net.id, net.version) not in registered:
+            known = ", ".join(f"{i!r} v{v}" for i, v in registered) or "none"
+            problems.append(
+                Problem(
+                    "model.net",
+                    repr(net),
+                    f"no factory is registered as {net.id!r} version {net.version} in this "
+                    f"process (registered: {known}); import the module that calls "
+                    "register_model_factory(...) before the plan runs",
+                )
+            )
+    elif resolved.net is None:
+        cls = NET_PARAMS[net].__name__
+        problems.append(
+            Problem(
+                "model.net",
+                net.value,
+                f"Nets.{net.name} is built from its params: plan.with_net({cls}(...))",
+            )
         )
-    ]
+    what = "a ModelSpec" if isinstance(net, ModelSpec) else f"Nets.{net.name}"
+    for path in values:
+        if path.startswith("net."):
+            problems.append(
+                Problem(
+                    path,
+                    values[path],
+                    f"the plan's network is {what}: the MLP's net.* fields do not apply; "
+                    "drop them (plan.with_net(spec_or_params) removes them)",
+                )
+            )
+    return problems
 
 
 def _device_problems(model: NNModelParams) -> list[Problem]:

@@ -44,6 +44,7 @@ from ._plan_form import (
     sections_of,
     size_problems,
 )
+from ._plan_net_form import CONFIG, PARAMS, NetForm, form_fields, net_edit, net_form, net_label
 
 __all__ = ["PlanBuilder"]
 
@@ -160,9 +161,16 @@ class PlanBuilder(PlanBuilderFits, NNxWidget):
     def _refresh(self, plan: ExperimentPlan) -> None:
         """The form shows ``plan``: values, problems, objects; the run id follows."""
         problems = plan.validate()
+        form = net_form(plan.value("model.net"))
         with self.hold_sync():
-            self.values = {path: plain(v) for path, v in plan.values().items()}
-            self.set_paths = [f.path for f in plan.fields() if plan.is_set(f.path)]
+            self._show_fields(form)
+            values = {path: plain(v) for path, v in plan.values().items()}
+            set_paths = [f.path for f in plan.fields() if plan.is_set(f.path)]
+            if form is not None:  # a spec's config or a built-in network's params
+                values = {p: v for p, v in values.items() if not p.startswith("net.")}
+                values.update({**plain(form.values), "model.net": form.label})
+                set_paths += list(form.values)
+            self.values, self.set_paths = values, set_paths
             self.problems = [problem_json(p) for p in problems]
             self.objects = [
                 {"what": w, "description": d, "via": v} for w, d, v in plan.binding_report().objects
@@ -174,6 +182,16 @@ class PlanBuilder(PlanBuilderFits, NNxWidget):
                 self.errors = {k: v for k, v in self.errors.items() if k != self._editing}
             self._update_branch_list()
         self._request_run_id(plan, problems)
+
+    def _show_fields(self, form: NetForm | None) -> None:
+        shown = form_fields(ExperimentPlan.fields(), form)
+        self._index = {f.path: f for f in shown}
+        out = [field_json(f) for f in shown]
+        for f in out:  # the select shows the spec (or the params' member) it holds
+            if form is not None and f["path"] == "model.net" and form.label not in f["choices"]:
+                f["choices"] = [*f["choices"], form.label]
+        if out != self.fields:
+            self.fields, self.sections = out, sections_of(shown)
 
     def set_value(self, path: str, value: Any, *, text: str | None = None) -> Problems:
         """Set one field, as typing in the form does: the plan changes only when
@@ -190,9 +208,15 @@ class PlanBuilder(PlanBuilderFits, NNxWidget):
             )
         with self._lock:
             plan = self.plan
-            problems = form_problems(f, value) or plan.check(path, value)
+            if path == "model.net" and value == net_label(plan.value("model.net")):
+                return Problems()  # the spec or params it holds, chosen again
+            if path.startswith((PARAMS, CONFIG)):
+                edited, problems = net_edit(plan, path, value)
+            else:
+                edited, problems = None, form_problems(f, value) or plan.check(path, value)
             if not problems and f.section == "net":
-                problems = size_problems(path, value, plan.with_value(path, value))
+                after = edited if edited is not None else plan.with_value(path, value)
+                problems = size_problems(path, value, after)
             if problems:
                 shown = text if text is not None else json.dumps(plain(value))
                 with self.hold_sync():
@@ -207,7 +231,7 @@ class PlanBuilder(PlanBuilderFits, NNxWidget):
                 return problems
             self._editing = path
             try:
-                self.plan = plan.with_value(path, value)
+                self.plan = edited if edited is not None else plan.with_value(path, value)
             finally:
                 self._editing = None
             if path in self.drafts or path in self.errors:

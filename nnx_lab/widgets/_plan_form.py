@@ -98,13 +98,18 @@ def network_parameters(plan: ExperimentPlan) -> int | None:
     import torch
 
     from ..engine.enums import Nets, coerce_enum
+    from ..engine.net_kinds import NET_PARAMS
     from ..engine.nets import build_net
     from ..engine.params import NNParams
 
     values = {f.name: plan.value(f.path) for f in plan.fields() if f.section == "net"}
+    held = plan.value("model.net")
     try:
-        params = NNParams(**values)
-        kind = coerce_enum(Nets, plan.value("model.net"), "model.net")
+        if type(held) in NET_PARAMS.values():  # a built-in network's own params
+            kind, params = next(k for k, c in NET_PARAMS.items() if c is type(held)), held
+        else:  # the MLP's net.* fields (a spec's size is its factory's: None)
+            params = NNParams(**values)
+            kind = coerce_enum(Nets, held, "model.net")
         with torch.random.fork_rng(devices=[]), torch.device("meta"):
             net = build_net(kind, params)
         return sum(p.numel() for p in net.parameters())

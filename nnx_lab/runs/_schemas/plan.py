@@ -132,9 +132,39 @@ class MetricState(msgspec.Struct, forbid_unknown_fields=True):
 
 Choice = Annotated[str, msgspec.Meta(max_length=128)]
 
+
+class SpecNet(msgspec.Struct, forbid_unknown_fields=True, tag_field="kind", tag="spec"):
+    """A registered factory's network (``ModelSpec.state()``): named, never code."""
+
+    id: Annotated[str, msgspec.Meta(min_length=1, max_length=128)]
+    version: Annotated[int, msgspec.Meta(ge=1, le=MAX_INT)]
+    config: Annotated[dict[Key, Any], msgspec.Meta(max_length=256)] = msgspec.field(
+        default_factory=dict
+    )
+    seed: Annotated[int, msgspec.Meta(ge=0, le=2**63 - 1)] = 0
+    factory: Ref | None = None  # a plan reference: the plans layer's trust rules apply
+
+
+class ParamsNet(msgspec.Struct, forbid_unknown_fields=True, tag_field="kind", tag="params"):
+    """A built-in network's params (``NNConvParams(...).to_json()``), as data."""
+
+    net: Choice
+    params: Annotated[dict[Key, Any], msgspec.Meta(max_length=64)]
+
+
+_NET_FIX = (
+    "give a network's name ('conv'), a spec {'kind': 'spec', 'id', 'version', 'config', "
+    "'seed'} or params {'kind': 'params', 'net', 'params'}, as to_json() writes them"
+)
+_RUNTIME_FIX = (
+    "a module passed as NNModel(module=...) is runtime-only: nothing in a file can make "
+    "the instance again; register a factory and use ModelSpec (docs/models.md)"
+)
+
 # By path: the kinds `to_json` writes in another form than the field's plain type.
 _SPECIAL: dict[str, Any] = {
     "model.loss": Choice | LossRef,
+    "model.net": Choice | SpecNet | ParamsNet,
     "model.precision": Choice | dict[Key, Any] | None,
     "train.metrics": Annotated[list[MetricState], msgspec.Meta(max_length=64)],
     "train.monitor": dict[Key, Any] | None,
@@ -323,6 +353,10 @@ def check_plan_json(
     values = data["values"]
     for path, value in values.items():
         where = f"{prefix + '.' if prefix else ''}values[{path!r}]"
+        if path == "model.net" and isinstance(value, Mapping) and "runtime_module" in value:
+            raise PlanSchemaError(
+                source, where, "names a runtime module", value="runtime_module", fix=_RUNTIME_FIX
+            )
         if fields is None:
             if path in _SPECIAL:
                 _check(value, _SPECIAL[path], source, where, _PLAN_FIX)
@@ -336,7 +370,8 @@ def check_plan_json(
                 fix="check the spelling: ExperimentPlan.fields() lists every path",
             )
         kind, nullable = fields[path]
-        _check(value, _value_type(path, kind, nullable), source, where, _field_fix(kind))
+        fix = _NET_FIX if path == "model.net" else _field_fix(kind)
+        _check(value, _value_type(path, kind, nullable), source, where, fix)
     for path in data.get("sources") or {}:
         if path not in values:
             raise PlanSchemaError(
