@@ -58,7 +58,7 @@ def _range_words(low: float, high: float, low_open: bool, high_open: bool) -> st
 
 def _finite_fix(fix: str, low: float, high: float, low_open: bool, high_open: bool) -> str:
     """The fix for text that is not a number: say so, the range, and the fix's example."""
-    example = re.search(r"e\.g\. (\S+)$", fix)
+    example = re.search(r"e\.g\. ([^\s,;()]+)", fix)  # the first example the fix gives
     tail = f", e.g. {example.group(1)}" if example else ""
     return f"not a number; type a number {_range_words(low, high, low_open, high_open)}{tail}"
 
