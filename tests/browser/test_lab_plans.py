@@ -131,7 +131,8 @@ def test_build_race_and_read_the_drift_in_jupyterlab(
         lr.fill("abc")
         error = builder.get_by_test_id(f"error-{LR}")
         expect(error).to_have_text(
-            re.compile(r"^train\.optim\.max_lr='abc': pass a learning rate > 0"), timeout=10_000
+            re.compile(r"^train\.optim\.max_lr='abc': not a number; type a number > 0"),
+            timeout=10_000,
         )
         expect(error).to_be_visible()
         expect(lr).to_have_value("abc")
