@@ -38,6 +38,7 @@ from .events import (
     RunStarted,
     StepEnded,
     StepMetrics,
+    StepRecord,
     TrainingControl,
 )
 from .loop_state import ResumeCursor, capture_state, load_state
@@ -327,6 +328,8 @@ class TrainingLoop:
                 else:
                     out = step(X, y, self.step + 1)
             except NonFiniteLossError as exc:
+                rows = sum(int(b[1].shape[0]) for b in window) if window else int(y.shape[0])
+                self._log_diverged(exc, epoch, batch_index // accum, rows)
                 raise self._diverged(exc, epoch, batch_index // accum) from None
             except Exception as exc:
                 self._explain(exc, raw or [(batch_index, batch)], epoch)
@@ -349,6 +352,8 @@ class TrainingLoop:
             try:
                 out = step.accumulated(window, self.step + 1)
             except NonFiniteLossError as exc:
+                rows = sum(int(b[1].shape[0]) for b in window)
+                self._log_diverged(exc, epoch, batch_index // accum, rows)
                 raise self._diverged(exc, epoch, batch_index // accum) from None
             except Exception as exc:
                 self._explain(exc, raw, epoch)
@@ -374,6 +379,14 @@ class TrainingLoop:
         if agreed and not self.control.stop_requested:
             self.control.request_stop("stop requested on another rank")
         return agreed
+
+    def _log_diverged(self, exc: NonFiniteLossError, epoch: int, batch: int, rows: int) -> None:
+        """The steps before, then the step whose loss was not finite, as records: the
+        log and the monitor show where the run went wrong (its update was not applied)."""
+        self._flush_steps()
+        lr = float(self.optimizer.param_groups[0]["lr"])
+        record = StepRecord(self.step + 1, epoch, batch, lr, rows, exc.loss)
+        self.bus.emit(StepMetrics(records=(record,)))
 
     def _diverged(self, exc: NonFiniteLossError, epoch: int, batch: int) -> NonFiniteLossError:
         return NonFiniteLossError(

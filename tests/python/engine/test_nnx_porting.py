@@ -3,6 +3,8 @@ differences of the engine; docs/nnx_differences.md lists the ones kept on purpos
 
 from __future__ import annotations
 
+import json
+import math
 import os
 from pathlib import Path
 
@@ -13,6 +15,7 @@ import yaml
 from torch.utils.data import DataLoader, TensorDataset
 
 from nnx_lab import NNRun, ProbabilitySpec, ResumeError, RunRecordError
+from nnx_lab.engine.events import StepMetrics
 from nnx_lab.errors import DataError, NNxError
 from nnx_lab.runs import set_config_report
 
@@ -72,9 +75,14 @@ def test_a_nan_fp32_loss_raises_before_the_weights_change(runs_root):
     params = f.train_params(runs_root, n_epochs=1, train_loader=batches, val_loader=None)
     before = {}
 
+    seen = []
+
     class Keep:
         def on_step_ended(self, event):
             before.update({k: v.clone() for k, v in model.net.state_dict().items()})
+
+        def on_step_metrics(self, event):
+            seen.append(event)
 
     with pytest.raises(FloatingPointError, match="non-finite training loss at step 2") as caught:
         model.train(params, callbacks=[Keep()])
@@ -82,6 +90,16 @@ def test_a_nan_fp32_loss_raises_before_the_weights_change(runs_root):
     after = model.net.state_dict()
     assert all(torch.equal(before[k], after[k]) for k in after)  # step 2 never applied
     assert all(bool(torch.isfinite(v).all()) for v in after.values())
+    # the log (and so the monitor) still shows where it went wrong: step 2's loss
+    records = [r for e in seen if isinstance(e, StepMetrics) for r in e.records]
+    assert [r.step for r in records] == [1, 2]
+    assert math.isfinite(records[0].loss)
+    assert math.isnan(records[1].loss)
+    run_dir = next(runs_root.iterdir())
+    logged = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    steps = [(d["step"], d["loss"]) for d in logged if d.get("event") == "step"]
+    assert steps[-1][0] == 2
+    assert math.isnan(steps[-1][1])
 
 
 def test_train_ends_with_the_run_saved_line(runs_root, capsys, monkeypatch):
