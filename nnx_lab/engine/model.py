@@ -39,9 +39,11 @@ from .network_source import (
     check_adapter,
     current_params,
     learn_output_dim,
+    model_device,
     net_json,
+    refuse_loss_ref,
 )
-from .params import CustomLossRef, NNModelParams, NNParams, NNTrainParams
+from .params import NNModelParams, NNParams, NNTrainParams
 from .precision import PrecisionPolicy, ResolvedPrecision, resolve_precision
 from .prediction import (
     Prediction,
@@ -69,33 +71,6 @@ from .train_checks import check_metric_params, check_train_args
 __all__ = ["NNModel"]
 
 
-def _device(kind: Devices) -> torch.device:
-    if kind is Devices.CUDA and not torch.cuda.is_available():
-        raise ConfigError(
-            "NNModelParams.device",
-            kind,
-            "no CUDA device is present; use Devices.get() or Devices.CPU",
-        )
-    if kind is Devices.MPS and not torch.backends.mps.is_available():
-        raise ConfigError(
-            "NNModelParams.device",
-            kind,
-            "no MPS device is present; use Devices.get() or Devices.CPU",
-        )
-    return torch.device(kind.value)
-
-
-def _refuse_loss_ref(loss: Any) -> None:
-    if isinstance(loss, CustomLossRef):
-        raise ConfigError(
-            "NNModelParams.loss",
-            loss.name,
-            "this record was trained with a custom loss, which is not saved as code; pass "
-            "the loss again: NNModel.from_checkpoint(ckpt, loss=YourLoss()) or "
-            "NNModelParams(loss=YourLoss())",
-        )
-
-
 class NNModel:
     """A network plus its loss, device and precision; ``model.net`` is the torch module.
 
@@ -121,9 +96,9 @@ class NNModel:
             params = NNModelParams()
         if not isinstance(params, NNModelParams):
             raise ConfigError("params", params, "pass an NNModelParams(...)")
-        _refuse_loss_ref(params.loss)
+        refuse_loss_ref(params.loss)
         self.batch_adapter = check_adapter(batch_adapter)
-        self.device = _device(params.device)
+        self.device = model_device(params.device)
         built = build_network(net_params, params, module, init_seed, self.device)
         self.net_params = net_params
         self.params = params = built.params
@@ -183,7 +158,7 @@ class NNModel:
 
     @loss_fn.setter
     def loss_fn(self, loss: Any) -> None:
-        _refuse_loss_ref(loss)
+        refuse_loss_ref(loss)
         raw = loss.kind if isinstance(loss, LossFn) else loss
         if raw is None and isinstance(loss, LossFn):
             raw = loss.custom

@@ -17,10 +17,11 @@ import torch
 from ..errors import ConfigError
 from .adapters import BatchAdapter, adapt_source
 from .data import first_batch, iter_inputs
+from .enums import Devices
 from .net_kinds import check_net_params
 from .net_shape import NetShape, module_topology, probe_output_dim, shape_of
 from .nets import build_net
-from .params import NNModelParams
+from .params import CustomLossRef, NNModelParams
 from .registry import RUNTIME_FIX, ModelSpec, RuntimeModuleRef, build_from_spec
 
 __all__ = [
@@ -30,7 +31,9 @@ __all__ = [
     "check_adapter",
     "current_params",
     "learn_output_dim",
+    "model_device",
     "net_json",
+    "refuse_loss_ref",
 ]
 
 
@@ -162,3 +165,32 @@ def learn_output_dim(
     if task is not None:
         task.check(loss, k)
     return shape.with_output_dim(k)
+
+
+def model_device(kind: Devices) -> torch.device:
+    """The torch device of ``NNModelParams.device``, refused when it is absent."""
+    if kind is Devices.CUDA and not torch.cuda.is_available():
+        raise ConfigError(
+            "NNModelParams.device",
+            kind,
+            "no CUDA device is present; use Devices.get() or Devices.CPU",
+        )
+    if kind is Devices.MPS and not torch.backends.mps.is_available():
+        raise ConfigError(
+            "NNModelParams.device",
+            kind,
+            "no MPS device is present; use Devices.get() or Devices.CPU",
+        )
+    return torch.device(kind.value)
+
+
+def refuse_loss_ref(loss: Any) -> None:
+    """A record's custom loss is a name, not code: it must be passed again."""
+    if isinstance(loss, CustomLossRef):
+        raise ConfigError(
+            "NNModelParams.loss",
+            loss.name,
+            "this record was trained with a custom loss, which is not saved as code; pass "
+            "the loss again: NNModel.from_checkpoint(ckpt, loss=YourLoss()) or "
+            "NNModelParams(loss=YourLoss())",
+        )
