@@ -24,9 +24,16 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from ..errors import FileError, LogDamagedError
+from ..errors import LogDamagedError
 from ._records import plain_reason
-from ._schema import LIMITS, SchemaError, _check_nesting, _constant, _short, parse_json
+from ._schema import (
+    LIMITS,
+    READ_FLAGS,
+    SchemaError,
+    _check_nesting,
+    _constant,
+    parse_json,
+)
 
 __all__ = [
     "CHUNK_BYTES",
@@ -42,8 +49,6 @@ log = logging.getLogger("nnx_lab.runs")
 
 CHUNK_BYTES = 256 << 10  # what one read of a log takes at most (and its objects: ~2 MB)
 _LOG_FIX = "the log is damaged. Restore the file, or delete the run and train it again"
-_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
-_FLAGS |= getattr(os, "O_CLOEXEC", 0)
 
 
 class LogLineError(SchemaError, LogDamagedError):
@@ -51,23 +56,7 @@ class LogLineError(SchemaError, LogDamagedError):
     ``field`` (``""`` for the whole line), ``value``, ``reason``, ``fix``. Caught as a
     ``SchemaError`` or as a ``LogDamagedError`` alike."""
 
-    def __init__(
-        self,
-        path: str | os.PathLike[str],
-        field: str,
-        reason: str,
-        *,
-        value: Any = None,
-        fix: str = _LOG_FIX,
-        line: int | None = None,
-    ) -> None:
-        # FileError's shape, written as SchemaError writes it (its own __init__ would
-        # hand LogDamagedError arguments it does not take).
-        self.field, self.value = field, value
-        where = f"{field}: " if field else ""
-        shown = "" if value is None else f" (got {_short(value)})"
-        FileError.__init__(self, Path(path), f"{where}{reason}{shown}", line=line, fix=fix)
-        self.reason = reason
+    default_fix = _LOG_FIX
 
     @classmethod
     def of(cls, exc: SchemaError, line: int | None = None) -> LogLineError:
@@ -177,7 +166,7 @@ class JsonlReader:
 
     def _chunks(self, end: int, stop: int) -> Iterator[list[tuple[int, dict[str, Any]]]]:
         try:
-            fd = os.open(self.path, _FLAGS)
+            fd = os.open(self.path, READ_FLAGS)
         except FileNotFoundError:
             return
         except OSError:

@@ -29,7 +29,7 @@ from typing import Any
 import yaml
 
 from ..errors import FileError, RunRecordError
-from ._schema import LIMITS, SchemaError, _short, check, parse_yaml
+from ._schema import LIMITS, READ_FLAGS, SchemaError, _short, check, parse_yaml
 from ._schemas.records import RUN_NAME_MAX, RUN_STATUSES, Metadata, RunConfig
 
 __all__ = [
@@ -54,8 +54,6 @@ INTERRUPTED = "interrupted"
 _RECORD_FIX = "the run's record is damaged. Restore the file, or delete the run and train it again"
 _TIMES = frozenset({"started_at", "heartbeat", "finished_at", "time"})
 _SHAPES: dict[str, type] = {"run.yaml": RunConfig, "metadata.yaml": Metadata}
-_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
-_FLAGS |= getattr(os, "O_CLOEXEC", 0)
 
 
 class RecordSchemaError(SchemaError, RunRecordError):
@@ -63,23 +61,7 @@ class RecordSchemaError(SchemaError, RunRecordError):
     ``field`` (dotted, ``""`` for the whole file), ``value``, ``reason`` and ``fix``.
     Caught as a ``SchemaError`` or as a ``RunRecordError`` alike."""
 
-    def __init__(
-        self,
-        path: str | os.PathLike[str],
-        field: str,
-        reason: str,
-        *,
-        value: Any = None,
-        fix: str = _RECORD_FIX,
-        line: int | None = None,
-    ) -> None:
-        # FileError's shape, written as SchemaError writes it (its own __init__ would
-        # hand RunRecordError arguments it does not take).
-        self.field, self.value = field, value
-        where = f"{field}: " if field else ""
-        shown = "" if value is None else f" (got {_short(value)})"
-        FileError.__init__(self, Path(path), f"{where}{reason}{shown}", line=line, fix=fix)
-        self.reason = reason
+    default_fix = _RECORD_FIX
 
     @classmethod
     def of(cls, exc: SchemaError, fix: str = _RECORD_FIX) -> RecordSchemaError:
@@ -135,7 +117,7 @@ def read_plain(path: str | os.PathLike[str], max_bytes: int) -> bytes:
     ``FileNotFoundError`` and other ``OSError`` pass."""
     path = Path(path)
     try:
-        fd = os.open(path, _FLAGS)
+        fd = os.open(path, READ_FLAGS)
     except OSError as exc:
         if exc.errno == errno.ELOOP or (exc.errno != errno.ENOENT and os.path.islink(path)):
             raise RecordSchemaError(

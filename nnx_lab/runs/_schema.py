@@ -96,21 +96,32 @@ class SchemaError(FileError, ValueError):
     inside the document, ``""`` for the whole file), ``value`` (shown short), ``reason``
     and ``fix``. Also raised for files over a limit."""
 
+    default_fix = _DEFAULT_FIX
+
     def __init__(
         self,
-        path: str | Path,
+        path: str | os.PathLike[str],
         field: str,
         reason: str,
         *,
         value: Any = None,
-        fix: str = _DEFAULT_FIX,
+        fix: str | None = None,
         line: int | None = None,
     ) -> None:
         self.field, self.value = field, value
         where = f"{field}: " if field else ""
         shown = "" if value is None else f" (got {_short(value)})"
-        super().__init__(path, f"{where}{reason}{shown}", line=line, fix=fix)
+        fix = self.default_fix if fix is None else fix
+        # FileError's own initializer, not super()'s: a subclass that is also a
+        # LogDamagedError or a RunRecordError has one next in its MRO that takes other
+        # arguments.
+        FileError.__init__(self, Path(path), f"{where}{reason}{shown}", line=line, fix=fix)
         self.reason = reason
+
+
+# flags of a reader's open(): never follow a link, never block on a FIFO, never leak the fd
+READ_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+READ_FLAGS |= getattr(os, "O_CLOEXEC", 0)
 
 
 class YamlSyntaxError(SchemaError, yaml.YAMLError):
