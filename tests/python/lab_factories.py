@@ -8,9 +8,11 @@ import json
 from pathlib import Path
 from urllib.parse import urlencode
 
+import pytest
 import yaml
 from jupyter_server.utils import url_path_join
 from tornado.httpclient import HTTPClientError
+from traitlets.config import Config
 
 
 class Api:
@@ -65,3 +67,29 @@ def step_line(i, loss=1.0):
         "samples": 32,
         "loss": loss,
     }
+
+
+# -- the fixtures of a server test module ------------------------------------------------
+# A module imports these beside pytest_jupyter's fixtures (``from lab_factories import
+# api, jp_server_config, no_env_root``): a server with the extension, listing its root.
+
+
+@pytest.fixture
+def jp_server_config():
+    return Config(
+        {
+            "ServerApp": {"jpserver_extensions": {"nnx_lab.server": True}},
+            "NNxLab": {"rescan_s": 0.0, "max_depth": 2},
+        }
+    )
+
+
+@pytest.fixture(autouse=True)
+def no_env_root(monkeypatch):
+    # the runs the server lists are the ones under its root directory only
+    monkeypatch.delenv("NNX_RUNS_ROOT", raising=False)
+
+
+@pytest.fixture
+def api(jp_serverapp, http_server_client, jp_base_url, jp_auth_header, jp_asyncio_loop):
+    return Api(http_server_client, jp_base_url, jp_auth_header, jp_asyncio_loop)

@@ -12,16 +12,20 @@ import json
 import time
 import tracemalloc
 
+import lab_factories
 import pytest
 import yaml
 from jupyter_server.serverapp import ServerApp
-from lab_factories import Api, fake_run, step_line
+from lab_factories import fake_run, step_line
 from pytest_jupyter.jupyter_server import *  # noqa: F403 - the server fixtures, for this module only
 from traitlets import TraitError
-from traitlets.config import Config
 
 from nnx_lab.runs import RunRecordError
 from nnx_lab.server import NNxLab, RunsService
+
+# the server fixtures every module of these tests shares (an import would read as unused)
+api, jp_server_config = lab_factories.api, lab_factories.jp_server_config
+no_env_root = lab_factories.no_env_root
 
 # 8 levels of 9 aliases (43 million values once expanded) in the fields a row shows
 BOMB = (
@@ -52,26 +56,6 @@ def _run(root, run_id, meta, *, config=None, plan=None):
     if plan is not None:
         (path / "plan.json").write_text(json.dumps(plan))
     return path
-
-
-@pytest.fixture
-def jp_server_config():
-    return Config(
-        {
-            "ServerApp": {"jpserver_extensions": {"nnx_lab.server": True}},
-            "NNxLab": {"rescan_s": 0.0, "max_depth": 2},
-        }
-    )
-
-
-@pytest.fixture(autouse=True)
-def _no_env_root(monkeypatch):
-    monkeypatch.delenv("NNX_RUNS_ROOT", raising=False)
-
-
-@pytest.fixture
-def api(jp_serverapp, http_server_client, jp_base_url, jp_auth_header, jp_asyncio_loop):
-    return Api(http_server_client, jp_base_url, jp_auth_header, jp_asyncio_loop)
 
 
 def _listing(api):

@@ -10,10 +10,10 @@ import threading
 import time
 from pathlib import Path
 
+import lab_factories
 import pytest
 import yaml
 from jupyter_server.auth import Authorizer
-from lab_factories import Api
 from lab_factories import fake_run as _fake_run
 from pytest_jupyter.jupyter_server import *  # noqa: F403 - the server fixtures, for this module only
 from traitlets.config import Config
@@ -21,29 +21,13 @@ from traitlets.config import Config
 from nnx_lab.runs import RUN_NAME_MAX, read_record, writer_identity
 from nnx_lab.server import AUTH_RESOURCE
 
+# the server fixtures every module of these tests shares (an import would read as unused)
+api, jp_server_config = lab_factories.api, lab_factories.jp_server_config
+no_env_root = lab_factories.no_env_root
+
 HERE = Path(__file__).resolve().parents[1]  # tests/python
 ID_A = "a" * 32
 ID_B = "b" * 32
-
-
-@pytest.fixture
-def jp_server_config():
-    return Config(
-        {
-            "ServerApp": {"jpserver_extensions": {"nnx_lab.server": True}},
-            "NNxLab": {"rescan_s": 0.0, "max_depth": 2},
-        }
-    )
-
-
-@pytest.fixture(autouse=True)
-def _no_env_root(monkeypatch):
-    monkeypatch.delenv("NNX_RUNS_ROOT", raising=False)
-
-
-@pytest.fixture
-def api(jp_serverapp, http_server_client, jp_base_url, jp_auth_header, jp_asyncio_loop):
-    return Api(http_server_client, jp_base_url, jp_auth_header, jp_asyncio_loop)
 
 
 def _rename(api, key, run_id, body, **kw):

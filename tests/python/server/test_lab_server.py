@@ -14,10 +14,10 @@ import textwrap
 import time
 from pathlib import Path
 
+import lab_factories
 import pytest
 import yaml
 from jupyter_server.auth import Authorizer
-from lab_factories import Api
 from lab_factories import fake_run as _fake_run
 from lab_factories import step_line as _step
 from pytest_jupyter.jupyter_server import *  # noqa: F403 - the server fixtures, for this module only
@@ -27,6 +27,10 @@ from traitlets.config import Config
 from nnx_lab.runs import STOP_REQUEST, writer_identity
 from nnx_lab.server import AUTH_RESOURCE, NNxLab, RunsService
 
+# the server fixtures every module of these tests shares (an import would read as unused)
+api, jp_server_config = lab_factories.api, lab_factories.jp_server_config
+no_env_root = lab_factories.no_env_root
+
 HERE = Path(__file__).resolve().parents[1]  # tests/python
 ROOT = HERE.parents[1]
 ID_A = "a" * 32
@@ -34,27 +38,6 @@ ID_B = "b" * 32
 
 
 # -- a server with the extension --------------------------------------------------------
-
-
-@pytest.fixture
-def jp_server_config():
-    return Config(
-        {
-            "ServerApp": {"jpserver_extensions": {"nnx_lab.server": True}},
-            "NNxLab": {"rescan_s": 0.0, "max_depth": 2},
-        }
-    )
-
-
-@pytest.fixture(autouse=True)
-def _no_env_root(monkeypatch):
-    # the runs the server lists are the ones under its root directory only
-    monkeypatch.delenv("NNX_RUNS_ROOT", raising=False)
-
-
-@pytest.fixture
-def api(jp_serverapp, http_server_client, jp_base_url, jp_auth_header, jp_asyncio_loop):
-    return Api(http_server_client, jp_base_url, jp_auth_header, jp_asyncio_loop)
 
 
 def _by_id(listing):
