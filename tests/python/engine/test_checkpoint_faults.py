@@ -16,15 +16,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
+from fault_factories import build, killed_runs, trained_whole, zygote
 from torch.utils.data import DataLoader, TensorDataset
 
-import nnx_lab
 from nnx_lab import (
     CheckpointCorruptError,
     Checkpoints,
@@ -37,34 +35,9 @@ from nnx_lab import (
 
 EPOCHS = 3
 
-# The training both the children and this process run (same data, seed and threads).
-SETUP = """
-import torch
-from torch.utils.data import DataLoader, TensorDataset
-from nnx_lab import (NNModel, NNModelParams, NNOptimParams, NNParams, NNSchedulerParams,
-                     NNTrainParams)
-
-def build(root, n_epochs, **kw):
-    g = torch.Generator().manual_seed(0)
-    w = torch.randn(8, 3, generator=g)
-    X = torch.randn(64, 8, generator=g)
-    y = (X @ w).argmax(1)
-    train = DataLoader(TensorDataset(X, y), batch_size=16, shuffle=True)
-    model = NNModel(net_params=NNParams(input_dim=8, output_dim=3, hidden_dims=[16],
-                                        dropout_prob=0.2), params=NNModelParams())
-    params = NNTrainParams(n_epochs=n_epochs, seed=5, train_loader=train,
-                           val_loader=DataLoader(TensorDataset(X, y), batch_size=32),
-                           runs_root=str(root), optim=NNOptimParams(max_lr=1e-2),
-                           scheduler=NNSchedulerParams(factor=0.5, patience=0),
-                           checkpoint_every_s=0, **kw)
-    return model, params
-"""
-
-ZYGOTE = (
-    SETUP
-    + """
-import json, os, signal, sys, tempfile, traceback
-EPOCHS = 3
+ZYGOTE = zygote(
+    """
+import os, signal, tempfile
 from nnx_lab.engine import checkpoint as ck
 
 def die():
@@ -111,27 +84,8 @@ def arm(point):
     ck.atomic_write_bytes, ck._remove_orphans = write, cleanup
     import nnx_lab.engine.handlers.checkpoints as policy
     policy.write_checkpoint = checkpoint
-
-# Warm the imports every child would repeat (an optimizer's first construction pulls in
-# torch._dynamo); no tensor math runs before the forks.
-torch.optim.Adam([torch.nn.Parameter(torch.zeros(1))])
-results = {}
-for point, root in json.loads(sys.argv[1]).items():
-    pid = os.fork()
-    if pid == 0:
-        try:
-            torch.set_num_threads(1)
-            arm(point)
-            model, params = build(root, EPOCHS)
-            model.train(params)
-        except BaseException:
-            traceback.print_exc()
-        finally:
-            os._exit(3)  # reached only when the kill point never came
-    _, status = os.waitpid(pid, 0)
-    results[point] = os.WTERMSIG(status) if os.WIFSIGNALED(status) else -os.WEXITSTATUS(status)
-print(json.dumps(results))
-"""
+""",
+    EPOCHS,
 )
 
 # point -> the epoch LAST holds after the kill (1: the previous one survived)
@@ -143,10 +97,6 @@ POINTS = {
     "before_cleanup": 2,
 }
 
-_namespace: dict = {"EPOCHS": EPOCHS}
-exec(SETUP, _namespace)  # the same builder the children run
-build = _namespace["build"]
-
 
 # Bitwise comparisons between runs: one intra-op thread keeps reductions in one order.
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -156,38 +106,12 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 def killed(tmp_path_factory):
     """Run the zygote once: one killed run per point, each under its own root."""
     base = tmp_path_factory.mktemp("killed")
-    roots = {point: str(base / point) for point in POINTS}
-    env = dict(os.environ, NNX_TQDM_DISABLE="1", OMP_NUM_THREADS="1")
-    package_root = str(Path(nnx_lab.__file__).resolve().parent.parent)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
-    done = subprocess.run(
-        [sys.executable, "-c", ZYGOTE, json.dumps(roots)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    statuses = json.loads(done.stdout.strip().splitlines()[-1])
-    return {
-        point: (Path(roots[point]), statuses[point], _only_run(Path(roots[point])))
-        for point in POINTS
-    }
+    return killed_runs(ZYGOTE, {point: str(base / point) for point in POINTS})
 
 
 @pytest.fixture(scope="module")
 def uninterrupted(tmp_path_factory):
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        with pytest.MonkeyPatch.context() as mp:
-            mp.setenv("NNX_TQDM_DISABLE", "1")
-            model, params = build(tmp_path_factory.mktemp("whole"), EPOCHS)
-            run = model.train(params)
-    finally:
-        torch.set_num_threads(before)
-    return model, run
+    return trained_whole(tmp_path_factory.mktemp("whole"), EPOCHS)
 
 
 def _only_run(root: Path) -> str:

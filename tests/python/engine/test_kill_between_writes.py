@@ -18,7 +18,6 @@ One "zygote" process imports torch once and forks a child per point.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -26,60 +25,22 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+from fault_factories import build, child_env, killed_runs, trained_whole, zygote
 
-import nnx_lab
 from nnx_lab import Checkpoints, NNCheckpoint, NNRun, ResumeError
 
 EPOCHS = 5  # epochs 1-3 and 5 improve the default signal, epoch 4 does not
 
-SETUP = """
-import torch
-from torch.utils.data import DataLoader, TensorDataset
-from nnx_lab import (NNModel, NNModelParams, NNOptimParams, NNParams, NNSchedulerParams,
-                     NNTrainParams)
-
-def build(root, n_epochs, **kw):
-    g = torch.Generator().manual_seed(0)
-    w = torch.randn(8, 3, generator=g)
-    X = torch.randn(64, 8, generator=g)
-    y = (X @ w).argmax(1)
-    train = DataLoader(TensorDataset(X, y), batch_size=16, shuffle=True)
-    model = NNModel(net_params=NNParams(input_dim=8, output_dim=3, hidden_dims=[16],
-                                        dropout_prob=0.2), params=NNModelParams())
-    kw.setdefault("checkpoint_every_s", 0)
-    params = NNTrainParams(n_epochs=n_epochs, seed=5, train_loader=train,
-                           val_loader=DataLoader(TensorDataset(X, y), batch_size=32),
-                           runs_root=str(root), optim=NNOptimParams(max_lr=1e-2),
-                           scheduler=NNSchedulerParams(factor=0.5, patience=0), **kw)
-    return model, params
-"""
-
-ZYGOTE = (
-    SETUP
-    + """
-import json, os, sys, traceback
+ZYGOTE = zygote(
+    """
+import os
 from nnx_lab.engine.write_faults import FAULT_ENV
-EPOCHS = {epochs}
 
-torch.optim.Adam([torch.nn.Parameter(torch.zeros(1))])  # warm the imports once
-results = {}
-for point, root in json.loads(sys.argv[1]).items():
-    pid = os.fork()
-    if pid == 0:
-        try:
-            torch.set_num_threads(1)
-            os.environ[FAULT_ENV] = point
-            model, params = build(root, EPOCHS)
-            model.train(params)
-        except BaseException:
-            traceback.print_exc()
-        finally:
-            os._exit(3)  # reached only when the kill point never came
-    _, status = os.waitpid(pid, 0)
-    results[point] = os.WTERMSIG(status) if os.WIFSIGNALED(status) else -os.WEXITSTATUS(status)
-print(json.dumps(results))
-"""
-).replace("{epochs}", str(EPOCHS))
+def arm(point):
+    os.environ[FAULT_ENV] = point
+""",
+    EPOCHS,
+)
 
 # point -> (the epoch LAST holds, the epoch BEST holds) after the kill. checkpoint_every_s=0
 # writes once per epoch, so "@2" is epoch 2 (improving) and "@4" epoch 4 (not improving).
@@ -93,53 +54,18 @@ POINTS = {
     "checkpoint.last.sidecar@4": (4, 3),
 }
 
-_namespace: dict = {}
-exec(SETUP, _namespace)  # the same builder the children run
-build = _namespace["build"]
-
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
-
-
-def _env() -> dict:
-    env = dict(os.environ, NNX_TQDM_DISABLE="1", OMP_NUM_THREADS="1")
-    package_root = str(Path(nnx_lab.__file__).resolve().parent.parent)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
-    return env
 
 
 @pytest.fixture(scope="module")
 def killed(tmp_path_factory):
     base = tmp_path_factory.mktemp("killed-between")
-    roots = {point: str(base / point.replace("@", "-")) for point in POINTS}
-    done = subprocess.run(
-        [sys.executable, "-c", ZYGOTE, json.dumps(roots)],
-        env=_env(),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    statuses = json.loads(done.stdout.strip().splitlines()[-1])
-    out = {}
-    for point, root in roots.items():
-        (run_dir,) = [p for p in Path(root).iterdir() if p.is_dir()]
-        out[point] = (Path(root), statuses[point], run_dir.name)
-    return out
+    return killed_runs(ZYGOTE, {point: str(base / point.replace("@", "-")) for point in POINTS})
 
 
 @pytest.fixture(scope="module")
 def uninterrupted(tmp_path_factory):
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        with pytest.MonkeyPatch.context() as mp:
-            mp.setenv("NNX_TQDM_DISABLE", "1")
-            model, params = build(tmp_path_factory.mktemp("whole"), EPOCHS)
-            run = model.train(params)
-    finally:
-        torch.set_num_threads(before)
-    return model, run
+    return trained_whole(tmp_path_factory.mktemp("whole"), EPOCHS)
 
 
 def _sidecar(run_dir: Path, type_: str) -> dict | None:
@@ -306,7 +232,7 @@ def test_a_waiting_best_never_leaves_last_naming_a_best_that_is_gone(tmp_path):
     folders = {point: str(tmp_path / point.replace("@", "-")) for point in WAITING}
     done = subprocess.run(
         [sys.executable, "-c", POLICY, json.dumps(folders)],
-        env=_env(),
+        env=child_env(),
         capture_output=True,
         text=True,
         timeout=120,
