@@ -338,3 +338,39 @@ def close_lab(lab: Lab, name: str, *, failed: bool) -> None:
             lab.page.screenshot(path=SCREENSHOTS / f"FAILED-{name}.png", full_page=True)
     with contextlib.suppress(Exception):
         lab.page.context.close()
+
+
+def write_notebook(path: Path, cells: list[str]) -> None:
+    """A notebook of code cells (not yet run) for a test to open."""
+    cell = {"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": []}
+    kernel = {"display_name": "Python 3", "language": "python", "name": "python3"}
+    doc = {
+        "cells": [{**cell, "source": source} for source in cells],
+        "metadata": {"kernelspec": kernel},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+    path.write_text(json.dumps(doc))
+
+
+# the canvas pixels of a figure close to a CSS colour (resolved in the page)
+_PIXELS = """(fig, color) => {
+    const probe = document.createElement('span');
+    probe.style.color = color;
+    fig.append(probe);
+    const rgb = getComputedStyle(probe).color.match(/\\d+/g).map(Number);
+    probe.remove();
+    const canvas = fig.querySelector('canvas');
+    const d = canvas.getContext('2d').getImageData(0, 0, canvas.width, canvas.height).data;
+    let n = 0;
+    for (let i = 0; i < d.length; i += 4) {
+        if (d[i + 3] > 200 && Math.abs(d[i] - rgb[0]) + Math.abs(d[i + 1] - rgb[1])
+            + Math.abs(d[i + 2] - rgb[2]) < 60) n++;
+    }
+    return n;
+}"""
+
+
+def pixels(locator, color: str) -> int:
+    """How many pixels of ``locator``'s canvas are drawn in ``color`` (a CSS colour)."""
+    return locator.evaluate(_PIXELS, color)

@@ -15,14 +15,13 @@ driven by headless Chromium.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
 from pathlib import Path
 
 import pytest
-from lab_harness import REPO, SCREENSHOTS, JupyterServer, Lab, open_lab
+from lab_harness import REPO, SCREENSHOTS, JupyterServer, Lab, open_lab, write_notebook
 from playwright.sync_api import expect
 
 NOTEBOOK = "calibration_and_abstention.ipynb"
@@ -211,19 +210,7 @@ explorer
 @pytest.fixture(scope="module")
 def kernel_notebook(lab_root: Path) -> str:
     name = "explorer_kernel_mode.ipynb"
-    cell = {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None}
-    (lab_root / name).write_text(
-        json.dumps(
-            {
-                "cells": [{**cell, "source": KERNEL_NOTEBOOK}],
-                "metadata": {
-                    "kernelspec": {"name": "python3", "display_name": "Python 3"},
-                },
-                "nbformat": 4,
-                "nbformat_minor": 5,
-            }
-        )
-    )
+    write_notebook(lab_root / name, [KERNEL_NOTEBOOK])
     return name
 
 

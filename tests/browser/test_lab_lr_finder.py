@@ -14,12 +14,11 @@ notebooks/lr_finder.ipynb.
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
 import pytest
-from lab_harness import REPO, JupyterServer, Lab
+from lab_harness import REPO, JupyterServer, Lab, write_notebook
 from playwright.sync_api import expect
 
 NOTEBOOK = "lr_finder.ipynb"
@@ -162,17 +161,7 @@ held
 @pytest.fixture(scope="module")
 def long_sweep_notebook(lab_root: Path) -> str:
     name = "lr_finder_long_sweep.ipynb"
-    cell = {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None}
-    (lab_root / name).write_text(
-        json.dumps(
-            {
-                "cells": [{**cell, "source": LONG_SWEEP}, {**cell, "source": HELD_SWEEP}],
-                "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3"}},
-                "nbformat": 4,
-                "nbformat_minor": 5,
-            }
-        )
-    )
+    write_notebook(lab_root / name, [LONG_SWEEP, HELD_SWEEP])
     return name
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from lab_harness import REPO, SCREENSHOTS, JupyterServer, Lab, open_lab
+from lab_harness import REPO, SCREENSHOTS, JupyterServer, Lab, open_lab, pixels
 from playwright.sync_api import expect
 
 pytestmark = pytest.mark.usefixtures("monitor_bundle")
@@ -51,28 +51,6 @@ def logged(run_dir: Path, event: str) -> int:
 
 def monitor_of(lab: Lab, index: int = 0):
     return lab.page.locator(".nnx-monitor").nth(index)
-
-
-# Pixels of the loss chart's canvas close to a CSS colour (resolved in the page).
-_PIXELS = """([fig, color]) => {
-    const probe = document.createElement('span');
-    probe.style.color = color;
-    fig.append(probe);
-    const rgb = getComputedStyle(probe).color.match(/\\d+/g).map(Number);
-    probe.remove();
-    const canvas = fig.querySelector('canvas');
-    const d = canvas.getContext('2d').getImageData(0, 0, canvas.width, canvas.height).data;
-    let n = 0;
-    for (let i = 0; i < d.length; i += 4) {
-        if (d[i + 3] > 200 && Math.abs(d[i] - rgb[0]) + Math.abs(d[i + 1] - rgb[1])
-            + Math.abs(d[i + 2] - rgb[2]) < 60) n++;
-    }
-    return n;
-}"""
-
-
-def pixels(locator, color: str) -> int:
-    return locator.evaluate(_PIXELS.replace("([fig, color])", "(fig, color)"), color)
 
 
 def run_quickstart(lab: Lab) -> Finished:

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from lab_harness import REPO, SCREENSHOTS, JupyterServer, Lab
+from lab_harness import REPO, SCREENSHOTS, JupyterServer, Lab, write_notebook
 from playwright.sync_api import expect
 
 pytestmark = pytest.mark.usefixtures("monitor_bundle")
@@ -275,34 +275,6 @@ _PAGE_SETS = """({commId, state}) => {
         content: {comm_id: commId, data: {method: "update", state, buffer_paths: []}},
     }, false, true);
 }"""
-
-
-def write_notebook(path: Path, cells: list[str]) -> None:
-    path.write_text(
-        json.dumps(
-            {
-                "cells": [
-                    {
-                        "cell_type": "code",
-                        "execution_count": None,
-                        "metadata": {},
-                        "outputs": [],
-                        "source": source,
-                    }
-                    for source in cells
-                ],
-                "metadata": {
-                    "kernelspec": {
-                        "display_name": "Python 3",
-                        "language": "python",
-                        "name": "python3",
-                    }
-                },
-                "nbformat": 4,
-                "nbformat_minor": 5,
-            }
-        )
-    )
 
 
 def printed_by(lab: Lab, code: str) -> str:

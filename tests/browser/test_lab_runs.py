@@ -22,7 +22,7 @@ from pathlib import Path
 import nbformat
 import pytest
 import yaml
-from lab_harness import REPO, SCREENSHOTS, JupyterServer, close_lab, open_lab
+from lab_harness import REPO, SCREENSHOTS, JupyterServer, close_lab, open_lab, pixels
 from playwright.sync_api import expect
 
 TESTS = REPO / "tests" / "python"
@@ -30,23 +30,6 @@ BUILT = REPO / "nnx_lab" / "labextension"
 DOCS_IMG = REPO / "docs" / "img" / "lab_runs.png"
 RUN_COLORS = ["#1f77b4", "#d62728"]  # js/lab/compare_view.js: the first two runs
 LIVE_TIMEOUT = 90_000  # ms
-
-# the canvas pixels of a figure close to a colour
-_PIXELS = """(fig, color) => {
-    const probe = document.createElement('span');
-    probe.style.color = color;
-    fig.append(probe);
-    const rgb = getComputedStyle(probe).color.match(/\\d+/g).map(Number);
-    probe.remove();
-    const canvas = fig.querySelector('canvas');
-    const d = canvas.getContext('2d').getImageData(0, 0, canvas.width, canvas.height).data;
-    let n = 0;
-    for (let i = 0; i < d.length; i += 4) {
-        if (d[i + 3] > 200 && Math.abs(d[i] - rgb[0]) + Math.abs(d[i + 1] - rgb[1])
-            + Math.abs(d[i + 2] - rgb[2]) < 60) n++;
-    }
-    return n;
-}"""
 
 TRAIN = textwrap.dedent(
     """
@@ -87,10 +70,6 @@ def finished_run(root: Path, **kw) -> str:
     match = re.search(r"done (\w{32}) finished", out)
     assert match, err
     return match.group(1)
-
-
-def pixels(locator, color: str) -> int:
-    return locator.evaluate(_PIXELS, color)
 
 
 def steps_logged(run_dir: Path) -> int:

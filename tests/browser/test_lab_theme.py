@@ -12,10 +12,9 @@ runs panel; the theme goes to JupyterLab Dark and back to Light.
 from __future__ import annotations
 
 import contextlib
-import json
 from pathlib import Path
 
-from lab_harness import JupyterServer, Lab
+from lab_harness import JupyterServer, Lab, write_notebook
 from playwright.sync_api import expect
 
 NOTEBOOK = "theme_switch.ipynb"
@@ -88,34 +87,6 @@ _PIXELS = """(root, [color, tol]) => {
     }
     return out;
 }"""
-
-
-def write_notebook(path: Path, cells: list[str]) -> None:
-    path.write_text(
-        json.dumps(
-            {
-                "cells": [
-                    {
-                        "cell_type": "code",
-                        "execution_count": None,
-                        "metadata": {},
-                        "outputs": [],
-                        "source": source,
-                    }
-                    for source in cells
-                ],
-                "metadata": {
-                    "kernelspec": {
-                        "display_name": "Python 3",
-                        "language": "python",
-                        "name": "python3",
-                    }
-                },
-                "nbformat": 4,
-                "nbformat_minor": 5,
-            }
-        )
-    )
 
 
 def set_theme(lab: Lab, name: str, light: bool) -> None:
