@@ -12,7 +12,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from .enums import Activations, coerce_enum
-from .params_base import Params, finite, is_int, positive_int, set_field
+from .params_base import Params, is_int, positive_int, set_dropout, set_field
 
 __all__ = ["NNConvParams"]
 
@@ -78,18 +78,7 @@ class NNConvParams(Params):
             "hidden_dims",
             _int_list(self.hidden_dims, f + "hidden_dims", "[64]", allow_empty=True),
         )
-        set_field(
-            self,
-            "dropout_prob",
-            finite(
-                self.dropout_prob,
-                f + "dropout_prob",
-                low=0.0,
-                high=1.0,
-                high_open=True,
-                fix="pass a probability in [0, 1), e.g. 0.1",
-            ),
-        )
+        set_dropout(self, f + "dropout_prob")
         set_field(self, "activation", coerce_enum(Activations, self.activation, f + "activation"))
         self.feature_size()  # refuses a stack that leaves no pixel
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from .enums import Activations, coerce_enum
-from .params_base import Params, finite, positive_int, set_field
+from .params_base import Params, finite, positive_int, set_dropout, set_field
 
 __all__ = ["NNMoEParams"]
 
@@ -55,18 +55,7 @@ class NNMoEParams(Params):
                 fix="pass a weight >= 0 (0: reported, not trained on), e.g. 0.01",
             ),
         )
-        set_field(
-            self,
-            "dropout_prob",
-            finite(
-                self.dropout_prob,
-                f + "dropout_prob",
-                low=0.0,
-                high=1.0,
-                high_open=True,
-                fix="pass a probability in [0, 1), e.g. 0.1",
-            ),
-        )
+        set_dropout(self, f + "dropout_prob")
         set_field(self, "activation", coerce_enum(Activations, self.activation, f + "activation"))
 
     @classmethod

@@ -83,6 +83,20 @@ def finite(
     return v
 
 
+def set_dropout(obj: Any, name: str) -> None:
+    """Check and set ``obj.dropout_prob``, a probability in [0, 1); ``name`` is the field
+    as the refusal names it (``"NNConvParams.dropout_prob"``)."""
+    value = finite(
+        obj.dropout_prob,
+        name,
+        low=0.0,
+        high=1.0,
+        high_open=True,
+        fix="pass a probability in [0, 1), e.g. 0.1",
+    )
+    set_field(obj, "dropout_prob", value)
+
+
 # The largest float32: optimizer arithmetic runs in float32, where a larger value is inf.
 FLOAT32_MAX = 3.4028234663852886e38
 SEED_LIMIT = 2**63  # torch.manual_seed takes a signed 64-bit integer

@@ -10,24 +10,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ConfigError, DataError
-from .params_base import Params, finite, positive_int, set_field
+from .params_base import Params, finite, positive_int, set_dropout, set_field
 
 __all__ = ["NNTransformerParams", "NNViTParams"]
-
-
-def _dropout(obj: Any, name: str) -> None:
-    set_field(
-        obj,
-        "dropout_prob",
-        finite(
-            obj.dropout_prob,
-            name,
-            low=0.0,
-            high=1.0,
-            high_open=True,
-            fix="pass a probability in [0, 1), e.g. 0.1",
-        ),
-    )
 
 
 def _heads(obj: Any, owner: str) -> None:
@@ -75,7 +60,7 @@ class NNTransformerParams(Params):
         )
         if not isinstance(self.tie_embeddings, bool):
             raise ConfigError(f + "tie_embeddings", self.tie_embeddings, "pass True or False")
-        _dropout(self, f + "dropout_prob")
+        set_dropout(self, f + "dropout_prob")
 
     @property
     def output_dim(self) -> int:
@@ -147,7 +132,7 @@ class NNViTParams(Params):
                 f"image_size={self.image_size} must be a multiple of the patch size",
             )
         _heads(self, "NNViTParams")
-        _dropout(self, f + "dropout_prob")
+        set_dropout(self, f + "dropout_prob")
 
     @property
     def sample_shape(self) -> tuple[int, int, int]:
