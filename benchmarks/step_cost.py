@@ -16,6 +16,7 @@ and by ``NNModel.train`` in interleaved pairs (overhead.py's own helpers, import
 
     python benchmarks/step_cost.py                      # 9 pairs, 80 steps (the small case)
     python benchmarks/step_cost.py --reps 15 --threads 1 --steps 400 --profile
+    python benchmarks/step_cost.py --samples 6400 --steps 400   # 200 steps an epoch
     python benchmarks/step_cost.py --compile --no-cost  # torch.compile on the transformer
 
 ``--profile`` adds cProfile tables (own time per function) for the per-step part and the
@@ -48,9 +49,11 @@ TARGET_RUN_MS = 50.0
 TARGET_FAST, TARGET_PLAIN = 1.2, 0.95
 
 
-def define_case(steps: int) -> int:
-    """Register the small case with enough epochs for ``steps``; returns the steps run."""
+def define_case(steps: int, samples: int | None = None) -> int:
+    """Register the small case (``samples`` rows: 256 unless given) with enough epochs
+    for ``steps``; returns the steps run."""
     d_in, hidden, d_out, n, batch, _, target = overhead.CASES["small"]
+    n = samples or n
     per_epoch = math.ceil(n / batch)
     epochs = max(1, math.ceil(steps / per_epoch))
     overhead.CASES[CASE] = (d_in, hidden, d_out, n, batch, epochs, target)
@@ -98,7 +101,8 @@ def cost(reps: int, steps: int) -> None:
         best_step = 1e6 * (min(o[0] for _, o in rows) - min(r for r, _ in rows)) / steps
         best_ratio = min(r for r, _ in rows) / min(o[1] for _, o in rows)
         med = statistics.median
-        print(f"-- {label}: {reps} interleaved pairs, {steps} steps a run --")
+        per_epoch = math.ceil(overhead.CASES[CASE][3] / overhead.CASES[CASE][4])
+        print(f"-- {label}: {reps} interleaved pairs, {steps} steps a run, {per_epoch} an epoch --")
         print(f"   raw loop step:        {med(raw_step):7.1f} µs median")
         print(
             f"   nnx-lab per step:     {med(per_step):7.1f} µs median, {best_step:.1f} best"
@@ -259,7 +263,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=9, help="interleaved pairs")
     ap.add_argument("--threads", type=int, default=None, help="torch.set_num_threads(N)")
-    ap.add_argument("--steps", type=int, default=80, help="steps a run (whole epochs of 8)")
+    ap.add_argument("--steps", type=int, default=80, help="steps a run (whole epochs)")
+    ap.add_argument(
+        "--samples",
+        type=int,
+        default=None,
+        help="rows of the data set (256: 8 steps an epoch); more rows spread each epoch's "
+        "end over more steps, to see the cost of a step apart from the epoch boundary",
+    )
     ap.add_argument("--profile", action="store_true", help="cProfile tables of both parts")
     ap.add_argument("--top", type=int, default=12, help="rows of each profile table")
     ap.add_argument("--compile", action="store_true", help="torch.compile on the transformer")
@@ -270,7 +281,7 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
-    steps = define_case(args.steps)
+    steps = define_case(args.steps, args.samples)
     if not args.no_cost:
         cost(args.reps, steps)
     if args.profile:
