@@ -1,6 +1,6 @@
 """The model's parameters: the network's shape (``NNParams``) and what the model is
-(``NNModelParams``: net kind, device, loss, precision policy, declared task), with the
-``CustomLossRef`` a saved record names a custom loss by.
+(``NNModelParams``: net kind, device, loss, precision policy, declared task, compile),
+with the ``CustomLossRef`` a saved record names a custom loss by.
 """
 
 from __future__ import annotations

@@ -167,3 +167,18 @@ def test_compile_round_trips_through_plan_json_and_keys_its_run_id(tmp_path):
     assert [p.field for p in problems] == ["model.compile"]
     with pytest.raises(PlanError, match="max-autotune"):
         ExperimentPlan.from_json(json.dumps(bad)).fit(report=False)
+
+
+def test_your_own_module_trains_compiled_with_the_eager_weights(tmp_path):
+    def module():
+        torch.manual_seed(1)
+        return torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 3))
+
+    eager = NNModel(module=module())
+    compiled = NNModel(module=module(), params=NNModelParams(compile=AOT))
+    run_e = eager.train(_train(tmp_path / "eager"))
+    run_c = compiled.train(_train(tmp_path / "compiled"))
+    assert run_c.id == run_e.id
+    assert compiled.net.state_dict().keys() == eager.net.state_dict().keys()
+    for a, b in zip(eager.net.parameters(), compiled.net.parameters(), strict=True):
+        assert torch.equal(a, b)
