@@ -304,7 +304,7 @@ def _assemble(
         else DistributedTrainStep(*parts, collective=distributed)
     )
     step.forward_net = compiled_net(model, model.net, model.trained_params().compile)
-    # fp32 has no scaler or gradient check: the loss itself is checked before backward.
+    # fp32 has no scaler or gradient check: the loss itself is checked before the update.
     # A rank of a DDP run leaves it to the collective flush (a lone raise would hang).
     step.guard_loss = params.stop_on_nonfinite and not precision.reduced and distributed is None
     loop = TrainingLoop(
