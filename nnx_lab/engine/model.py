@@ -25,6 +25,7 @@ from ..errors import ConfigError
 from ..runs import check_manifest, emit, resolve_runs_root
 from .adapters import BatchAdapter, adapt_inputs, adapt_source
 from .checkpoint import NNCheckpoint
+from .compile_options import check_compile
 from .data import check_inputs, check_loader, first_targets, tensor_digest
 from .drift import print_model_banner
 from .edp import EDP
@@ -285,6 +286,7 @@ class NNModel:
         )
         task = self._task_for_loader(params.train_loader, "NNTrainParams.train_loader")
         check_metric_params(params, task, eval_step_fn)
+        check_compile(model_params.compile, distributed)
         check_loader(params.train_loader, "NNTrainParams.train_loader", net_params, task)
         if params.val_loader is not None:
             check_loader(params.val_loader, "NNTrainParams.val_loader", net_params, task)

@@ -1,6 +1,6 @@
 """The model's parameters: the network's shape (``NNParams``) and what the model is
-(``NNModelParams``: net kind, device, loss, precision policy, declared task), with the
-``CustomLossRef`` a saved record names a custom loss by.
+(``NNModelParams``: net kind, device, loss, precision policy, declared task, compile),
+with the ``CustomLossRef`` a saved record names a custom loss by.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ConfigError
+from .compile_options import normalize_compile
 from .enums import Activations, Devices, Losses, Nets, coerce_enum
 from .params_base import FrozenList, Params, finite, is_int, positive_int, set_field
 from .precision import PrecisionPolicy, normalize_policy
@@ -80,11 +81,16 @@ class CustomLossRef:
 
 @dataclass(frozen=True)
 class NNModelParams(Params):
-    """What the model is: net kind, device, loss and precision policy.
+    """What the model is: net kind, device, loss, precision policy and compilation.
 
     ``loss`` is a ``Losses`` member, or your own loss: an ``nn.Module`` or a callable
     ``loss(out, y)`` that receives the raw network output and returns the batch mean
     (§2.10). A custom loss enters the run id through its type, code and settings.
+
+    ``compile`` is ``True`` or a dict of ``torch.compile`` options: the network is
+    compiled once per model for its training steps. Options that leave the numbers as
+    eager PyTorch computes them (backend ``"eager"`` / ``"aot_eager"``, ``disable``)
+    keep the eager run's id; any other enters it (docs/performance.md).
     """
 
     net: Nets = Nets.FEED_FWD  # or a ModelSpec (§2.14): a registered factory's network
@@ -93,6 +99,7 @@ class NNModelParams(Params):
     precision: Any = None  # a PrecisionPolicy; None means fp32
     mixed_precision: bool = False  # NNx's legacy flag: fp16 autocast + scaler on CUDA only
     task: TaskSpec | None = None  # §2.5; None: the loss's legacy classification behaviour
+    compile: Any = False  # True or a dict of torch.compile options (compile_options.py)
 
     def __post_init__(self) -> None:
         set_field(
@@ -123,11 +130,16 @@ class NNModelParams(Params):
                     "TaskSpec.multilabel(n), or None",
                 )
             self.task.check(self.loss)
+        set_field(self, "compile", normalize_compile(self.compile))
 
     def to_json(self) -> dict[str, Any]:
         data = super().to_json()
         if self.task is None:
             del data["task"]  # absent, not null: task-less run ids stay as they were
+        if self.compile is False:
+            del data["compile"]  # absent: eager run ids stay as they were
+        else:
+            data["compile"] = dict(self.compile)
         data["precision"] = None if self.precision is None else self.precision.to_json()
         if isinstance(self.loss, CustomLossRef):
             data["loss"] = self.loss.identity

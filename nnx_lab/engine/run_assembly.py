@@ -22,6 +22,7 @@ import torch
 from ..errors import ConfigError
 from ..runs import FORMAT_VERSION, PROVENANCE_FILE, record_attempt, writer_identity
 from .collective import DistributedTrainStep
+from .compile_options import compiled_net, same_numbers
 from .data import batch_problem, data_identity
 from .edp import EDP
 from .enums import RunStatus
@@ -97,7 +98,7 @@ def run_config(
     config = {
         "format": FORMAT_VERSION,
         "net": net_params.to_json() if hasattr(net_params, "to_json") else net_params,
-        "model": model_params.to_json(),
+        "model": _model_identity(model_params),
         "train": params.identity(),
         "data": data_identity(params.train_loader, params.val_loader, params.data_id),
         "initial_weights": initial,
@@ -114,6 +115,14 @@ def run_config(
             raise ConfigError("salt", salt, "NNRun.salt must be a non-empty string when provided")
         config["salt"] = salt
     return config
+
+
+def _model_identity(model_params: NNModelParams) -> dict[str, Any]:
+    """The model's JSON, less compile options that leave every number as eager's."""
+    data = model_params.to_json()
+    if same_numbers(model_params.compile):
+        data.pop("compile", None)
+    return data
 
 
 @contextlib.contextmanager
@@ -294,7 +303,8 @@ def _assemble(
         if distributed is None
         else DistributedTrainStep(*parts, collective=distributed)
     )
-    # fp32 has no scaler or gradient check: the loss itself is checked before backward.
+    step.forward_net = compiled_net(model, model.net, model.trained_params().compile)
+    # fp32 has no scaler or gradient check: the loss itself is checked before the update.
     # A rank of a DDP run leaves it to the collective flush (a lone raise would hang).
     step.guard_loss = params.stop_on_nonfinite and not precision.reduced and distributed is None
     loop = TrainingLoop(

@@ -8,6 +8,7 @@ precision policy (unscale, normalize, finite check, clip, step) is the ``Updater
 from __future__ import annotations
 
 import contextlib
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,18 +49,44 @@ class TrainStep:
         updater: Updater,
     ) -> None:
         self.net, self.loss, self.task = net, loss, task
+        # what the forward pass calls: the network, or its compiled form (compile=); the
+        # weights, and so the checkpoints, stay the eager network's
+        self.forward_net: Any = net
         self.device, self.precision, self.updater = device, precision, updater
         # fp32 skips the generator-based context manager on every step
         self._autocast = precision.autocast if precision.reduced else contextlib.nullcontext
         self._decode = task.k is not None
         self.keep_outputs = False  # set by a loop whose metrics read the raw outputs
-        # Set by a training run that stops on a non-finite loss: the loss is read before
-        # its backward pass (one scalar per step), so a diverged step never reaches the
-        # weights. The LR finder leaves it off: divergence is what it looks for.
+        # Set by a training run that stops on a non-finite loss: the loss is checked
+        # after its backward pass and before the optimizer step, so a diverged step never
+        # reaches the weights. The LR finder leaves it off: divergence is what it looks for.
         self.guard_loss = False
+        self._flag: torch.Tensor | None = None  # pinned host copy of the finite flag (CUDA)
+        self._flag_ready: Any = None
 
-    def _guard(self, loss: torch.Tensor, y: torch.Tensor) -> None:
-        if bool(torch.isfinite(loss).all()):
+    def _guard_start(self, loss: torch.Tensor) -> float | None:
+        """Begin the check of ``loss``; ``_guard_end`` finishes it before the update.
+
+        On CUDA the finite flag is copied to pinned host memory behind the forward pass,
+        without waiting: the backward pass is queued first, and the host waits for the
+        flag only before the update, while the device runs the backward. Elsewhere the
+        scalar is read at once (on the CPU a plain read, nothing to wait for).
+        """
+        if loss.device.type != "cuda":
+            return float(loss.detach())
+        if self._flag is None:
+            self._flag = torch.empty((), dtype=torch.bool, pin_memory=True)
+            self._flag_ready = torch.cuda.Event()
+        self._flag.copy_(torch.isfinite(loss.detach()), non_blocking=True)
+        self._flag_ready.record(torch.cuda.current_stream(loss.device))
+        return None
+
+    def _guard_end(self, value: float | None, loss: torch.Tensor, y: torch.Tensor) -> None:
+        if value is None:
+            self._flag_ready.synchronize()
+            if bool(self._flag):
+                return
+        elif math.isfinite(value):
             return
         if self.loss.per == "target" and int(self.loss.valid_targets(y)) == 0:
             return  # every target ignored: 0 / 0, nothing learned, not a divergence
@@ -75,11 +102,14 @@ class TrainStep:
     def __call__(self, X: torch.Tensor, y: torch.Tensor, step_number: int = 0) -> StepOutput:
         self.updater.zero_grad()
         with self._autocast():
-            out = forward(self.net, X)
+            out = forward(self.forward_net, X)
             loss = self.loss(out, y)
         if self.guard_loss:
-            self._guard(loss, y)
-        self.updater.backward(loss)
+            checked = self._guard_start(loss)
+            self.updater.backward(loss)
+            self._guard_end(checked, loss, y)
+        else:
+            self.updater.backward(loss)
         self.updater.step(step_number=step_number)
         preds = self.task.decode(out.detach()) if self._decode else None
         if self.keep_outputs:
@@ -91,7 +121,7 @@ class TrainStep:
     ) -> StepOutput:
         """Micro-batch losses are summed and the gradients divided by the window's
         weight: valid targets for a built-in classification loss, rows otherwise."""
-        net, loss_fn = self.net, self.loss
+        net, loss_fn = self.forward_net, self.loss
         self.updater.zero_grad()
         by_target = loss_fn.per == "target"
         total: Any = sum(int(y.shape[0]) for _, y in window)
@@ -105,8 +135,11 @@ class TrainStep:
                 out = forward(net, X)
                 part = loss_fn.total(out, y) if by_target else loss_fn(out, y) * y.shape[0]
             if self.guard_loss:
-                self._guard(part, y)
-            self.updater.backward(part)
+                checked = self._guard_start(part)
+                self.updater.backward(part)
+                self._guard_end(checked, part, y)
+            else:
+                self.updater.backward(part)
             loss_sum = loss_sum + part.detach().float()
             if self._decode:
                 preds.append(self.task.decode(out.detach()))

@@ -166,6 +166,7 @@ _SPECIAL: dict[str, Any] = {
     "model.loss": Choice | LossRef,
     "model.net": Choice | SpecNet | ParamsNet,
     "model.precision": Choice | dict[Key, Any] | None,
+    "model.compile": bool | Annotated[dict[Key, Any], msgspec.Meta(max_length=16)],
     "train.metrics": Annotated[list[MetricState], msgspec.Meta(max_length=64)],
     "train.monitor": dict[Key, Any] | None,
     "train.extra_metrics": MetricRefs | None,

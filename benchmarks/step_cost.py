@@ -1,0 +1,294 @@
+"""nnx-lab's own host cost: microseconds per step, milliseconds per run, and where they go.
+
+The small case of benchmarks/overhead.py (8 -> 32 -> 16 -> 3, batch 32, shuffled
+``DataLoader`` over a ``TensorDataset``, Adam, clipping at 1.0), trained by the raw loop
+and by ``NNModel.train`` in interleaved pairs (overhead.py's own helpers, imported):
+
+- **per step**: (nnx-lab's training phase - the raw loop) / steps, in µs. The training
+  phase runs from ``RunStarted`` to the last ``EpochEnded``, so each step's read-back,
+  every log line, epoch end and mid-run checkpoint is inside it, at the default
+  ``log_every`` (50).
+- **per run**: the whole ``train()`` call minus its training phase, in ms: checks, data
+  identity, run directory and records before the first step; final checkpoints and
+  metadata after the last.
+- **whole call**: the small case's whole-call ratio (nnx-lab / raw samples/s), with the
+  batched fast path on and off when this nnx-lab has one (``nnx_lab.set_fast_batches``).
+
+    python benchmarks/step_cost.py                      # 9 pairs, 80 steps (the small case)
+    python benchmarks/step_cost.py --reps 15 --threads 1 --steps 400 --profile
+    python benchmarks/step_cost.py --samples 6400 --steps 400   # 200 steps an epoch
+    python benchmarks/step_cost.py --compile --no-cost  # torch.compile on the transformer
+
+``--profile`` adds cProfile tables (own time per function) for the per-step part and the
+per-run part of one more run. ``--compile`` trains the transformer case of
+benchmarks/overhead_nets.py eager and with ``NNModelParams(compile=True)`` in one
+process: the compile time (the first step's extra time) and the steady-state step time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import math
+import os
+import pstats
+import statistics
+import sys
+import tempfile
+import time
+
+os.environ.setdefault("NNX_TQDM_DISABLE", "1")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import overhead
+from overhead_nets import NET_CASES, next_token_loss
+
+CASE = "step_cost"
+TARGET_STEP_US = 20.0
+TARGET_RUN_MS = 50.0
+TARGET_FAST, TARGET_PLAIN = 1.2, 0.95
+
+
+def define_case(steps: int, samples: int | None = None) -> int:
+    """Register the small case (``samples`` rows: 256 unless given) with enough epochs
+    for ``steps``; returns the steps run."""
+    d_in, hidden, d_out, n, batch, _, target = overhead.CASES["small"]
+    n = samples or n
+    per_epoch = math.ceil(n / batch)
+    epochs = max(1, math.ceil(steps / per_epoch))
+    overhead.CASES[CASE] = (d_in, hidden, d_out, n, batch, epochs, target)
+    return epochs * per_epoch
+
+
+def fast_switch():
+    import nnx_lab
+
+    return getattr(nnx_lab, "set_fast_batches", None)
+
+
+def pairs(reps: int, steps: int) -> list[tuple[float, tuple[float, float, float, float]]]:
+    """(raw seconds, (nnx train s, nnx call s, setup ms, finish ms)) per interleaved pair."""
+    n, epochs = overhead.CASES[CASE][3], overhead.CASES[CASE][5]
+    samples = n * epochs
+    loader = overhead.make_data(CASE)
+    out = []
+    with tempfile.TemporaryDirectory() as root:
+        overhead.raw_loop(CASE, loader)  # warm-up: lazy imports, first kernels
+        overhead.nnx_loop(CASE, loader, root)
+        for _ in range(reps):
+            raw = samples / overhead.raw_loop(CASE, loader)
+            train, call, setup, finish = overhead.nnx_loop(CASE, loader, root)
+            out.append((raw, (samples / train, samples / call, setup, finish)))
+    return out
+
+
+def verdict(ok: bool) -> str:
+    return "OK" if ok else "BELOW"
+
+
+def cost(reps: int, steps: int) -> None:
+    switch = fast_switch()
+    modes = [True, False] if switch is not None else [None]
+    for mode in modes:
+        if switch is not None:
+            switch(mode)
+        rows = pairs(reps, steps)
+        label = {True: "fast path on", False: "fast path off", None: "fast path: n/a"}[mode]
+        raw_step = [1e6 * r / steps for r, _ in rows]
+        per_step = [1e6 * (o[0] - r) / steps for r, o in rows]
+        per_run = [o[2] + o[3] for _, o in rows]
+        ratios = [r / o[1] for r, o in rows]
+        best_step = 1e6 * (min(o[0] for _, o in rows) - min(r for r, _ in rows)) / steps
+        best_ratio = min(r for r, _ in rows) / min(o[1] for _, o in rows)
+        med = statistics.median
+        per_epoch = math.ceil(overhead.CASES[CASE][3] / overhead.CASES[CASE][4])
+        print(f"-- {label}: {reps} interleaved pairs, {steps} steps a run, {per_epoch} an epoch --")
+        print(f"   raw loop step:        {med(raw_step):7.1f} µs median")
+        print(
+            f"   nnx-lab per step:     {med(per_step):7.1f} µs median, {best_step:.1f} best"
+            f" (target <= {TARGET_STEP_US:.0f}) {verdict(med(per_step) <= TARGET_STEP_US)}"
+        )
+        print(
+            f"   nnx-lab per run:      {med(per_run):7.1f} ms median, {min(per_run):.1f} best"
+            f" (setup {med(o[2] for _, o in rows):.1f} + finish {med(o[3] for _, o in rows):.1f};"
+            f" target <= {TARGET_RUN_MS:.0f}) {verdict(med(per_run) <= TARGET_RUN_MS)}"
+        )
+        target = {True: TARGET_FAST, False: TARGET_PLAIN, None: TARGET_PLAIN}[mode]
+        print(
+            f"   whole-call ratio:     {med(ratios):7.3f} median, {best_ratio:.3f} best"
+            f" (target >= {target}) {verdict(med(ratios) >= target)}"
+        )
+    if switch is not None:
+        switch(None)  # back to the default
+
+
+def profile(steps: int, top: int) -> None:
+    """cProfile of one run, split at ``RunStarted`` and the last ``EpochEnded``."""
+    from nnx_lab import Callback, NNModel, NNModelParams, NNOptimParams, NNParams, NNTrainParams
+
+    d_in, hidden, d_out, _, _, epochs, _ = overhead.CASES[CASE]
+    run_part, step_part = cProfile.Profile(), cProfile.Profile()
+
+    class Split(Callback):
+        def on_run_started(self, event):
+            run_part.disable()
+            step_part.enable()
+
+        def on_epoch_ended(self, event):
+            if event.epoch == epochs:
+                step_part.disable()
+                run_part.enable()
+
+    loader = overhead.make_data(CASE)
+    with tempfile.TemporaryDirectory() as root:
+        for warm in (True, False):
+            model = NNModel(
+                net_params=NNParams(input_dim=d_in, output_dim=d_out, hidden_dims=hidden),
+                params=NNModelParams(),
+            )
+            params = NNTrainParams(
+                n_epochs=epochs,
+                train_loader=loader,
+                seed=0,
+                optim=NNOptimParams(max_lr=1e-3, grad_clip_norm=1.0),
+                runs_root=tempfile.mkdtemp(dir=root),
+                progress=False,
+            )
+            if warm:
+                model.train(params=params)
+                continue
+            run_part.enable()
+            model.train(params=params, callbacks=[Split()])
+            run_part.disable()
+    table(step_part, f"per-step part (training phase), µs per step over {steps} steps", steps, top)
+    table(run_part, "per-run part (setup + finish), ms per run", None, top)
+
+
+def table(prof: cProfile.Profile, title: str, steps: int | None, top: int) -> None:
+    stats = pstats.Stats(prof)
+    rows = []
+    for (path, line, name), (_, calls, own, cum, _) in stats.stats.items():  # type: ignore[attr-defined]
+        rows.append((own, cum, calls, _where(path, line, name)))
+    total = sum(r[0] for r in rows)
+    scale, unit = (1e6 / steps, "µs/step") if steps else (1e3, "ms")
+    print(f"-- {title} (total {total * scale:.1f} {unit} under the profiler) --")
+    print(f"   {'own':>9} {'cumul.':>9} {'calls':>7}  function")
+    for own, cum, calls, where in sorted(rows, reverse=True)[:top]:
+        print(f"   {own * scale:9.1f} {cum * scale:9.1f} {calls:7d}  {where}")
+    # nnx-lab's own frames by cumulative time: which of its calls the cost sits under
+    ours = sorted((r for r in rows if r[3].startswith("nnx_lab/")), key=lambda r: -r[1])
+    print(f"   nnx_lab functions by cumulative time ({unit}):")
+    for own, cum, calls, where in ours[:top]:
+        print(f"   {own * scale:9.1f} {cum * scale:9.1f} {calls:7d}  {where}")
+
+
+def _where(path: str, line: int, name: str) -> str:
+    if path == "~":
+        return name  # a builtin
+    marker = os.sep + "nnx_lab" + os.sep
+    short = "nnx_lab/" + path.split(marker, 1)[1] if marker in path else os.path.basename(path)
+    return f"{short}:{line} {name}"
+
+
+def compile_case(reps: int) -> None:
+    """Eager and ``compile=True`` on the transformer case: compile time and step time."""
+    import torch
+
+    from nnx_lab import (
+        Callback,
+        Nets,
+        NNModel,
+        NNModelParams,
+        NNOptimParams,
+        NNTrainParams,
+    )
+
+    case = NET_CASES["transformer"]
+    loader = case.data()
+
+    class Steps(Callback):
+        def __init__(self):
+            self.times: list[float] = []
+
+        def on_run_started(self, event):
+            self.times = [time.perf_counter()]
+
+        def on_step_ended(self, event):
+            self.times.append(time.perf_counter())
+
+    def run(model, root):
+        clock = Steps()
+        params = NNTrainParams(
+            n_epochs=case.epochs,
+            train_loader=loader,
+            seed=0,
+            optim=NNOptimParams(max_lr=1e-3, grad_clip_norm=1.0),
+            runs_root=tempfile.mkdtemp(dir=root),
+            progress=False,
+            data_id="synthetic-transformer",
+        )
+        model.train(params=params, callbacks=[clock])
+        gaps = [b - a for a, b in zip(clock.times, clock.times[1:], strict=False)]
+        return gaps[0], statistics.median(gaps[3:])
+
+    def build(compile_opt):
+        torch.manual_seed(0)
+        return NNModel(
+            case.params(),
+            NNModelParams(net=Nets.TRANSFORMER, loss=next_token_loss, compile=compile_opt),
+        )
+
+    with tempfile.TemporaryDirectory() as root:
+        eager, compiled = build(False), build(True)
+        eager_first, _ = run(eager, root)
+        compiled_first, _ = run(compiled, root)  # compiles here, once for this model
+        eager_steps, compiled_steps = [], []
+        for _ in range(reps):
+            eager_steps.append(run(eager, root)[1])
+            compiled_steps.append(run(compiled, root)[1])
+    med = statistics.median
+    e, c = med(eager_steps), med(compiled_steps)
+    print(f"-- torch.compile, transformer case, {reps} interleaved runs after the first --")
+    first_e, first_c = 1e3 * eager_first, 1e3 * compiled_first
+    print(f"   first step: eager {first_e:.1f} ms, compiled {first_c:.0f} ms")
+    print(f"   compile time (first step's extra): {compiled_first - eager_first:.2f} s")
+    print(f"   steady-state step: eager {1e3 * e:.2f} ms, compiled {1e3 * c:.2f} ms (x{e / c:.2f})")
+    if c < e:
+        print(f"   pays after about {(compiled_first - eager_first) / (e - c):.0f} steps")
+    else:
+        print("   does not pay on this case and machine")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--reps", type=int, default=9, help="interleaved pairs")
+    ap.add_argument("--threads", type=int, default=None, help="torch.set_num_threads(N)")
+    ap.add_argument("--steps", type=int, default=80, help="steps a run (whole epochs)")
+    ap.add_argument(
+        "--samples",
+        type=int,
+        default=None,
+        help="rows of the data set (256: 8 steps an epoch); more rows spread each epoch's "
+        "end over more steps, to see the cost of a step apart from the epoch boundary",
+    )
+    ap.add_argument("--profile", action="store_true", help="cProfile tables of both parts")
+    ap.add_argument("--top", type=int, default=12, help="rows of each profile table")
+    ap.add_argument("--compile", action="store_true", help="torch.compile on the transformer")
+    ap.add_argument("--no-cost", action="store_true", help="skip the per-step/per-run figures")
+    args = ap.parse_args()
+    import torch
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
+    steps = define_case(args.steps, args.samples)
+    if not args.no_cost:
+        cost(args.reps, steps)
+    if args.profile:
+        profile(steps, args.top)
+    if args.compile:
+        compile_case(max(1, args.reps // 3))
+
+
+if __name__ == "__main__":
+    main()
