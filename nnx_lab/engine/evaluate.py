@@ -17,6 +17,7 @@ import torch
 from ..data.metrics import MetricSpec
 from .adapters import forward
 from .edp import EDP, finalize
+from .fast_batches import batches
 from .losses import LossFn
 from .modes import preserved_modes
 from .precision import ResolvedPrecision
@@ -81,7 +82,7 @@ def evaluate(
     acc = Accumulation(Scorer(task, specs, device)) if specs else None
     kept: list[tuple[torch.Tensor, torch.Tensor]] | None = [] if extra_metrics else None
     with inference(net, precision, "evaluate"):
-        for X, y in loader:
+        for X, y in batches(loader):
             X, y = X.to(device, non_blocking=True), y.to(device, non_blocking=True)
             out = forward(net, X).float()
             parts = loss.split_parts(out, y) if by_parts is not False else None

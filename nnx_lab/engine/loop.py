@@ -41,6 +41,7 @@ from .events import (
     StepRecord,
     TrainingControl,
 )
+from .fast_batches import batches
 from .loop_state import ResumeCursor, capture_state, load_state
 from .optim import optimizer_topology
 from .params import NNTrainParams
@@ -307,7 +308,7 @@ class TrainingLoop:
         window: list[tuple[torch.Tensor, torch.Tensor]] = []
         raw: list[Any] = []  # the window's batches as the loader gave them (diagnosis only)
         batch_index = -1
-        for batch_index, batch in enumerate(params.train_loader):
+        for batch_index, batch in enumerate(batches(params.train_loader)):
             if batch_index < skip:
                 if batch_index == skip - 1 and rng_after_skip is not None:
                     rng_after_skip.restore()
