@@ -48,6 +48,7 @@ from .params import NNTrainParams
 from .scoring import Scorer, gather_rows, scorer_specs
 from .selection import MonitorRecord, Selector
 from .sinks import EventBus
+from .staging import device_hook, staged
 from .step_buffer import StepBuffer
 from .train_step import TrainStep
 from .training_state import RngState, TrainingState
@@ -308,7 +309,9 @@ class TrainingLoop:
         window: list[tuple[torch.Tensor, torch.Tensor]] = []
         raw: list[Any] = []  # the window's batches as the loader gave them (diagnosis only)
         batch_index = -1
-        for batch_index, batch in enumerate(batches(params.train_loader)):
+        # the fast path for tensor data, and on CUDA the next batch staged ahead
+        loader_batches = staged(batches(params.train_loader), device_hook(device))
+        for batch_index, batch in enumerate(loader_batches):
             if batch_index < skip:
                 if batch_index == skip - 1 and rng_after_skip is not None:
                     rng_after_skip.restore()
