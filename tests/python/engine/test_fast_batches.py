@@ -42,7 +42,7 @@ def _tensors(n: int = 50):
         torch.randn(n, 3, 2, generator=g, dtype=torch.float64),
         torch.randint(0, 7, (n,), generator=g),
         torch.rand(n, 4, generator=g) > 0.5,
-        torch.randn(4, n, generator=g).t(),  # not contiguous: the stack's layout is
+        torch.randn(n, 4, 2, generator=g).transpose(1, 2),  # not contiguous: the stack is
         torch.arange(n, dtype=torch.int16),
     )
 
@@ -279,3 +279,24 @@ def test_a_run_resumed_with_the_path_off_continues_a_fast_one_bit_for_bit(tmp_pa
     ):
         assert torch.equal(a, b), name
     assert [p.train_edp.loss for p in full.idps] == [p.train_edp.loss for p in resumed.idps]
+
+
+def test_evaluate_and_predict_from_a_loader_take_the_path_and_agree(monkeypatch, runs_root):
+    import nnx_lab.engine.fast_batches as fast_batches
+
+    model = f.model()
+    model.train(f.train_params(runs_root, n_epochs=1, checkpoint_every_s=0))
+    X, y, _, _ = f.data()
+    loader = DataLoader(TensorDataset(X, y), batch_size=40)
+    taken = []
+    indexed = fast_batches._indexed
+    monkeypatch.setattr(fast_batches, "_indexed", lambda ld: taken.append(ld) or indexed(ld))
+    nnx_lab.set_fast_batches(True)
+    fast = model.evaluate(loader), model.predict(loader)
+    assert taken == [loader, loader]
+    nnx_lab.set_fast_batches(False)
+    slow = model.evaluate(loader), model.predict(loader)
+    assert len(taken) == 2
+    assert fast[0].loss == slow[0].loss
+    assert fast[0].accuracy == slow[0].accuracy
+    assert torch.equal(fast[1].logits, slow[1].logits)
