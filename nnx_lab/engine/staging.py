@@ -25,11 +25,13 @@ class DeviceHook(Protocol):
     """What staging needs from a device."""
 
     def start(self, batch: Any) -> Any:
-        """Start moving ``batch`` to the device; returns the moved batch (not ready)."""
+        """Start moving ``batch`` to the device; returns a handle on the copy (the batch
+        is not to be used yet)."""
         ...
 
     def ready(self, moved: Any) -> Any:
-        """Order the compute stream after the copy of ``moved``; returns it for use."""
+        """Order the compute stream after the copy ``moved`` (what ``start`` returned);
+        returns the batch on the device, for use."""
         ...
 
 
@@ -39,12 +41,16 @@ def _each_tensor(batch: Any, fn: Callable[[torch.Tensor], Any]) -> Any:
     if isinstance(batch, torch.Tensor):
         return fn(batch)
     if isinstance(batch, tuple | list):
-        return type(batch)(fn(t) if isinstance(t, torch.Tensor) else t for t in batch)
+        items = [fn(t) if isinstance(t, torch.Tensor) else t for t in batch]
+        if hasattr(batch, "_fields"):  # a named tuple takes its fields one by one
+            return type(batch)(*items)
+        return items if type(batch) is list else tuple(items)
     return batch
 
 
 class CudaHook:
-    """Copies on a side stream from pinned memory; the compute stream waits for it."""
+    """Copies on a side stream from pinned memory; the compute stream waits for each
+    batch's copy (an event recorded after it) before the step that uses it."""
 
     def __init__(self, device: torch.device) -> None:
         self.device = device
@@ -55,17 +61,23 @@ class CudaHook:
             t = t.pin_memory()
         return t.to(self.device, non_blocking=True)
 
-    def start(self, batch: Any) -> Any:
+    def start(self, batch: Any) -> tuple[Any, torch.cuda.Event]:
         with torch.cuda.stream(self.stream):
-            return _each_tensor(batch, self._move)
+            moved = _each_tensor(batch, self._move)
+            # an event per batch: waiting for the whole side stream would also wait for
+            # the batch started after this one, whose copy is meant to overlap the step
+            done = torch.cuda.Event()
+            done.record(self.stream)
+        return moved, done
 
-    def ready(self, moved: Any) -> Any:
+    def ready(self, moved: tuple[Any, torch.cuda.Event]) -> Any:
+        batch, done = moved
         current = torch.cuda.current_stream(self.device)
-        current.wait_stream(self.stream)
+        current.wait_event(done)
         # the copies were allocated on the side stream: tell the allocator that the
         # compute stream uses them, so their memory is not reused while a step reads it
-        _each_tensor(moved, lambda t: t.record_stream(current) if t.is_cuda else None)
-        return moved
+        _each_tensor(batch, lambda t: t.record_stream(current) if t.is_cuda else None)
+        return batch
 
 
 _hooks: dict[torch.device, CudaHook] = {}
