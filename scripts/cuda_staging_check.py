@@ -75,18 +75,17 @@ def main() -> int:
         mine = [[t.cpu() for t in b] for b in staged(batches(loader), device_hook(device))]
         torch.set_rng_state(state)
         theirs = [[t.to(device).cpu() for t in b] for b in loader]
-        same = len(mine) == len(theirs) and all(
-            torch.equal(a, b) for ba, bb in zip(mine, theirs, strict=True) for a, b in zip(ba, bb, strict=True)
+        pairs = zip(mine, theirs, strict=True) if len(mine) == len(theirs) else ()
+        same = bool(pairs) and all(
+            torch.equal(a, b) for ba, bb in pairs for a, b in zip(ba, bb, strict=True)
         )
         print(f"epoch {epoch}: staged batches equal the loader's: {same}")
         ok &= same
     with tempfile.TemporaryDirectory() as root:
         on, _ = _train(f"{root}/on", True)
         off, _ = _train(f"{root}/off", False)
-        equal = all(
-            torch.equal(a, b)
-            for a, b in zip(on.net.state_dict().values(), off.net.state_dict().values(), strict=True)
-        )
+        weights = zip(on.net.state_dict().values(), off.net.state_dict().values(), strict=True)
+        equal = all(torch.equal(a, b) for a, b in weights)
         print(f"weights with and without staging bit-identical: {equal}")
         ok &= equal
         times: dict[bool, list[float]] = {True: [], False: []}

@@ -206,3 +206,24 @@ def test_the_binding_report_says_what_is_staged():
     assert {"what": "staging", "description": "off: cpu", "via": "engine, from model.device"} in (
         report.to_json()["objects"]
     )
+
+
+def test_a_batchs_containers_survive_the_move():
+    """What the CUDA hook applies its copy through: the batch's own container."""
+    from collections import namedtuple
+
+    from nnx_lab.engine.staging import _each_tensor
+
+    Pair = namedtuple("Pair", "x y")
+    double = lambda t: t * 2  # noqa: E731
+    t = torch.ones(2)
+    assert type(_each_tensor([t, "id"], double)) is list
+    moved = _each_tensor((t, 3), double)
+    assert type(moved) is tuple
+    assert moved[1] == 3
+    assert torch.equal(moved[0], t * 2)
+    pair = _each_tensor(Pair(t, t), double)
+    assert type(pair) is Pair
+    assert torch.equal(pair.y, t * 2)
+    assert torch.equal(_each_tensor(t, double), t * 2)
+    assert _each_tensor({"x": t}, double) == {"x": t}  # passed on for the step to name
