@@ -114,6 +114,15 @@ def test_a_sampler_with_its_own_generator_and_a_plain_batch_sampler_match():
     _same(DataLoader(data, batch_sampler=BatchSampler(replacement, 7, drop_last=False)))
 
 
+@pytest.mark.filterwarnings("ignore:'pin_memory' argument is set as true")
+def test_a_pinning_loader_keeps_the_fast_path_and_its_batches():
+    """``pin_memory=True``: pinned as the loader pins (only with an accelerator)."""
+    loader = DataLoader(TensorDataset(*_tensors()), batch_size=8, shuffle=True, pin_memory=True)
+    _same(loader)
+    pinned = torch.accelerator.is_available()
+    assert all(t.is_pinned() == pinned for t in next(batches(loader)))
+
+
 class _Backwards(Sampler[int]):
     def __init__(self, n: int) -> None:
         self.n = n
