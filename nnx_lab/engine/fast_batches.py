@@ -10,7 +10,8 @@ global stream) are left as iterating the loader leaves them, so a run id, a resu
 and a warm start see no difference.
 
 Anything else (a custom collate, workers, an iterable or dict dataset, a ``Subset``,
-a custom batch sampler, a ``DataLoader`` subclass) is iterated as it is.
+a custom batch sampler that does not declare ``nnx_index_batches = True``, a
+``DataLoader`` subclass) is iterated as it is.
 ``set_fast_batches(False)`` turns the path off for benchmarks and debugging.
 """
 
@@ -51,10 +52,19 @@ def fast_path_applies(loader: Any) -> bool:
         return False
     if loader.collate_fn is not default_collate or loader.num_workers != 0:
         return False
-    if type(loader.batch_sampler) is not BatchSampler:
+    if not _index_batches(loader.batch_sampler):
         return False  # None (no automatic batching) or a custom batch sampler
     # default_collate refuses these (nested, sparse) or would not stack them as-is
     return all(t.layout is torch.strided and not t.is_nested for t in dataset.tensors)
+
+
+def _index_batches(batch_sampler: Any) -> bool:
+    """A plain ``BatchSampler``, or a batch sampler whose class declares
+    ``nnx_index_batches = True``: it yields lists of dataset indices and nothing else
+    (the data-parallel shard samplers do)."""
+    if type(batch_sampler) is BatchSampler:
+        return True
+    return getattr(type(batch_sampler), "nnx_index_batches", False) is True
 
 
 def batches(loader: Any) -> Any:

@@ -47,12 +47,24 @@ def _tensors(n: int = 50):
     )
 
 
+def _generators(loader: DataLoader) -> list[torch.Generator]:
+    """The loader's, its sampler's, its batch sampler's and that one's sampler's."""
+    batch_sampler = loader.batch_sampler
+    found = [
+        loader.generator,
+        getattr(loader.sampler, "generator", None),
+        getattr(batch_sampler, "generator", None),
+        getattr(getattr(batch_sampler, "sampler", None), "generator", None),
+    ]
+    unique: list[torch.Generator] = []
+    for gen in found:
+        if gen is not None and all(gen is not u for u in unique):
+            unique.append(gen)
+    return unique
+
+
 def _states(loader: DataLoader) -> list[torch.Tensor]:
-    states = [torch.get_rng_state()]
-    for gen in (loader.generator, getattr(loader.sampler, "generator", None)):
-        if gen is not None:
-            states.append(gen.get_state())
-    return states
+    return [torch.get_rng_state(), *(g.get_state() for g in _generators(loader))]
 
 
 def _epochs(loader: DataLoader, fast: bool, n_epochs: int = 3):
@@ -70,8 +82,7 @@ def _same(loader: DataLoader) -> None:
     start = [s.clone() for s in _states(loader)]
     fast, fast_states = _epochs(loader, fast=True)
     torch.set_rng_state(start[0])
-    gens = [g for g in (loader.generator, getattr(loader.sampler, "generator", None)) if g]
-    for gen, state in zip(gens, start[1:], strict=True):
+    for gen, state in zip(_generators(loader), start[1:], strict=True):
         gen.set_state(state)
     slow, slow_states = _epochs(loader, fast=False)
     assert len(fast) == len(slow)
@@ -153,6 +164,27 @@ def test_the_loader_draws_its_seed_before_the_first_batch():
     torch.manual_seed(1)
     batches(loader)
     assert torch.equal(torch.get_rng_state(), want)
+
+
+class _Declared(BatchSampler):
+    nnx_index_batches = True  # "I yield lists of indices": the fast path may take it
+
+
+def test_a_batch_sampler_that_declares_index_batches_takes_the_path():
+    data = TensorDataset(*_tensors())
+    sampler = RandomSampler(data, generator=torch.Generator().manual_seed(4))
+    _same(DataLoader(data, batch_sampler=_Declared(sampler, 9, drop_last=False)))
+
+
+def test_the_data_parallel_shard_loaders_take_the_path():
+    from nnx_lab.distributed import train_loader, validation_loader
+
+    data = TensorDataset(*_tensors())
+    for rank in (0, 1):
+        train = train_loader(data, 7, seed=2, rank=rank, world_size=2)
+        _same(train)
+        assert _generators(train) == [train.batch_sampler.generator]
+        _same(validation_loader(data, 6, rank=rank, world_size=2))
 
 
 # -- what takes the ordinary path ----------------------------------------------------------
