@@ -52,6 +52,8 @@ def fast_path_applies(loader: Any) -> bool:
         return False
     if loader.collate_fn is not default_collate or loader.num_workers != 0:
         return False
+    if loader.timeout != 0:
+        return False  # torch's single-process iterator refuses it: let it say so
     if not _index_batches(loader.batch_sampler):
         return False  # None (no automatic batching) or a custom batch sampler
     # default_collate refuses these (nested, sparse) or would not stack them as-is

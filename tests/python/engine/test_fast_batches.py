@@ -228,6 +228,7 @@ ORDINARY = {
         _plain(), batch_sampler=_MyBatches(range(6), 2, drop_last=False)
     ),
     "no automatic batching": lambda: DataLoader(_plain(), batch_size=None),
+    "a timeout without workers": lambda: DataLoader(_plain(), batch_size=2, timeout=1.0),
 }
 
 
@@ -235,7 +236,10 @@ ORDINARY = {
 def test_other_loaders_take_the_ordinary_path(name):
     loader = ORDINARY[name]()
     assert not fast_path_applies(loader)
-    if name != "workers":  # starting a worker process proves nothing more
+    if name == "a timeout without workers":  # torch refuses it; so does the engine
+        with pytest.raises(AssertionError, match="timeout == 0"):
+            batches(loader)
+    elif name != "workers":  # starting a worker process proves nothing more
         assert [_plain_values(b) for b in batches(loader)] == [_plain_values(b) for b in loader]
 
 
