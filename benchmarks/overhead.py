@@ -15,6 +15,7 @@ startup cost in a fresh process is measured separately (time to first optimizer 
 
     python benchmarks/overhead.py            # every case
     python benchmarks/overhead.py --reps 3 --case small
+    python benchmarks/overhead.py --reps 3 --case small --no-fast-batches
     python benchmarks/overhead.py --case cnn --case transformer --device cuda --precision bf16
 
 The "cnn" case trains ``Nets.CONV`` on synthetic 1x28x28 images (batch 128) and the
@@ -257,14 +258,23 @@ def main() -> None:
     ap.add_argument("--device", default="cpu", help="cpu or cuda (the cnn/transformer cases)")
     ap.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default=None)
     ap.add_argument("--no-startup", action="store_true", help="skip import/first-step timing")
+    ap.add_argument(
+        "--no-fast-batches",
+        action="store_true",
+        help="nnx_lab.set_fast_batches(False): nnx-lab iterates the DataLoader as it is",
+    )
     args = ap.parse_args()
     import torch
+
+    import nnx_lab
+
+    nnx_lab.set_fast_batches(not args.no_fast_batches)
 
     if args.threads:
         torch.set_num_threads(args.threads)
     print(
         f"torch {torch.__version__}, {torch.get_num_threads()} threads, python "
-        f"{sys.version.split()[0]}"
+        f"{sys.version.split()[0]}, fast batches {nnx_lab.set_fast_batches(None)}"
     )
     cases = args.case or ["all"]
     for case in [*CASES, *NET_CASES] if "all" in cases else cases:

@@ -112,6 +112,8 @@ _EXPORTS: dict[str, str] = {
     "streaming": "nnx_lab.streaming",
     "seeding": "nnx_lab.seeding",
     "set_seed": "nnx_lab.seeding",
+    # issue 23: the batched fast path for tensor data, on by default
+    "set_fast_batches": "nnx_lab.engine.fast_batches",
 }
 
 _MODULES = (

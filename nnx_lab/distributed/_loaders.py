@@ -33,6 +33,8 @@ POLICIES = ("pad", "drop")
 class ShardBatchSampler:
     """Yields this rank's slice of each global batch of a seeded permutation."""
 
+    nnx_index_batches = True  # lists of dataset indices only: the engine's fast path
+
     def __init__(
         self,
         n: int,
@@ -75,6 +77,8 @@ class ShardBatchSampler:
 
 class ValidationShardSampler:
     """Contiguous batches of this rank's shard; shards cover every index once."""
+
+    nnx_index_batches = True  # lists of dataset indices only: the engine's fast path
 
     def __init__(self, n: int, batch_size: int, rank: int, world: int) -> None:
         per, extra = divmod(n, world)

@@ -27,6 +27,7 @@ from torch.utils.data._utils.collate import default_collate, default_convert
 
 from ..errors import DataError, InputTypeError
 from .adapters import Inputs, unwrap_source
+from .fast_batches import batches
 from .fingerprint import callable_identity
 from .net_shape import NetShape, shape_of
 from .tasks import Task
@@ -440,7 +441,7 @@ def iter_inputs(X: Any, batch_size: int = 4096, *, cast: bool = True) -> Iterato
         yield from iter_inputs(X[0], batch_size, cast=cast)
         return
     if isinstance(X, Iterable):
-        for batch in X:
+        for batch in batches(X):
             xb = batch[0] if isinstance(batch, tuple | list) else batch
             yield from iter_inputs(xb, batch_size, cast=cast)
         return

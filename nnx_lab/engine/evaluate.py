@@ -17,10 +17,12 @@ import torch
 from ..data.metrics import MetricSpec
 from .adapters import forward
 from .edp import EDP, finalize
+from .fast_batches import batches
 from .losses import LossFn
 from .modes import preserved_modes
 from .precision import ResolvedPrecision
 from .scoring import Accumulation, Scorer, call_extra, scored_pairs, scorer_specs
+from .staging import device_hook, staged
 from .tasks import Task
 
 __all__ = ["evaluate", "inference"]
@@ -81,7 +83,7 @@ def evaluate(
     acc = Accumulation(Scorer(task, specs, device)) if specs else None
     kept: list[tuple[torch.Tensor, torch.Tensor]] | None = [] if extra_metrics else None
     with inference(net, precision, "evaluate"):
-        for X, y in loader:
+        for X, y in staged(batches(loader), device_hook(device)):
             X, y = X.to(device, non_blocking=True), y.to(device, non_blocking=True)
             out = forward(net, X).float()
             parts = loss.split_parts(out, y) if by_parts is not False else None

@@ -41,12 +41,14 @@ from .events import (
     StepRecord,
     TrainingControl,
 )
+from .fast_batches import batches
 from .loop_state import ResumeCursor, capture_state, load_state
 from .optim import optimizer_topology
 from .params import NNTrainParams
 from .scoring import Scorer, gather_rows, scorer_specs
 from .selection import MonitorRecord, Selector
 from .sinks import EventBus
+from .staging import device_hook, staged
 from .step_buffer import StepBuffer
 from .train_step import TrainStep
 from .training_state import RngState, TrainingState
@@ -307,7 +309,9 @@ class TrainingLoop:
         window: list[tuple[torch.Tensor, torch.Tensor]] = []
         raw: list[Any] = []  # the window's batches as the loader gave them (diagnosis only)
         batch_index = -1
-        for batch_index, batch in enumerate(params.train_loader):
+        # the fast path for tensor data, and on CUDA the next batch staged ahead
+        loader_batches = staged(batches(params.train_loader), device_hook(device))
+        for batch_index, batch in enumerate(loader_batches):
             if batch_index < skip:
                 if batch_index == skip - 1 and rng_after_skip is not None:
                     rng_after_skip.restore()

@@ -18,9 +18,11 @@ from ..data.streaming import StreamingMetrics
 from .adapters import forward
 from .edp import EDP
 from .evaluate import inference
+from .fast_batches import batches
 from .losses import LossFn
 from .precision import ResolvedPrecision
 from .scoring import call_extra, scored_pairs, scorer_specs
+from .staging import device_hook, staged
 from .tasks import Task
 
 __all__ = ["streaming_eval_step"]
@@ -77,7 +79,7 @@ def streaming_eval_step(
     loss_sum = torch.zeros((), dtype=torch.float64, device=device)
     rows = elements = 0
     with inference(net, precision, "evaluate"):
-        for X, y in loader:
+        for X, y in staged(batches(loader), device_hook(device)):
             X, y = X.to(device, non_blocking=True), y.to(device, non_blocking=True)
             out = forward(net, X).float()
             loss_sum += loss.total(out, y).detach().to(torch.float64)

@@ -15,6 +15,7 @@ import torch
 from ..engine.data import first_batch
 from ..engine.enums import Optims
 from ..engine.events import SweepFinished, SweepPoints, SweepStarted, TrainingControl
+from ..engine.fast_batches import batches
 from ..engine.losses import LossFn
 from ..engine.modes import preserved_modes
 from ..engine.optim import build_optimizer, trainable_groups
@@ -357,7 +358,7 @@ def _batches(loader: Any) -> Iterator[tuple[torch.Tensor, torch.Tensor, bool]]:
     wrapped = False
     while True:
         got = False
-        for X, y in loader:
+        for X, y in batches(loader):
             got = True
             yield X, y, wrapped
         if not got:

@@ -14,6 +14,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..engine.params import NNModelParams
+from ..engine.staging import staging_note
 from ._drift import ABSENT
 from ._fields import EARLY_STOPPING, TOGGLES, plan_fields
 from ._problems import json_safe
@@ -22,6 +24,7 @@ from ._sources import Source
 __all__ = ["Binding", "BindingReport", "build_binding_report", "plan_binding"]
 
 DEFAULT, PLAN, CALL = "default", "plan", "call"
+DEVICE = "model.device"
 
 
 @dataclass(frozen=True)
@@ -160,7 +163,15 @@ def plan_binding(
         objects.append(("callbacks", cb.describe(), cb.via))
     for cb in extra_callbacks:
         objects.append(("callbacks", f"{type(cb).__qualname__} instance", "fit(callbacks=...)"))
+    # what the engine stages on the device follows from the device alone (docs/performance.md)
+    device = overrides.get(DEVICE, values.get(DEVICE, NNModelParams().device))
+    objects.append(("staging", staging_note(_device_name(device)), "engine, from model.device"))
     return build_binding_report(dict(values), dict(sources), dict(overrides), objects)
+
+
+def _device_name(device: Any) -> str:
+    """A plan's device as torch spells it: a ``Devices`` member, or its wire value."""
+    return str(getattr(device, "value", device))
 
 
 def _on(toggle: str, values: dict[str, Any], overrides: dict[str, Any]) -> bool:

@@ -114,6 +114,8 @@ EXPECTED = {
     "streaming",
     "seeding",
     "set_seed",
+    # issue 23: the switch of the batched fast path for tensor data
+    "set_fast_batches",
 }
 
 
