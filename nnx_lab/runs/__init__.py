@@ -96,6 +96,13 @@ from ._records import (
     writer_identity,
 )
 from ._schema import SchemaError, parse_json
+from ._schemas.bundle import (
+    BUNDLE_FORMAT,
+    BUNDLE_PATH,
+    MANIFEST_FILE,
+    BundleFileError,
+    BundleManifestFile,
+)
 from ._schemas.data import (
     SplitFileError,
     SplitManifestFile,
@@ -112,6 +119,8 @@ __all__ = [
     "ABSENT",
     "ACTIONS",
     "BINDING_FILE",
+    "BUNDLE_FORMAT",
+    "BUNDLE_PATH",
     "CHUNK_BYTES",
     "ENVIRONMENT_KEYS",
     "FOLLOW_ENDINGS",
@@ -120,6 +129,7 @@ __all__ = [
     "HEARTBEAT_S",
     "HOOKS",
     "INTERRUPTED",
+    "MANIFEST_FILE",
     "PLAN_FILE",
     "PLAN_FORMAT",
     "PROVENANCE_FILE",
@@ -129,6 +139,8 @@ __all__ = [
     "STALE_AFTER_S",
     "STOP_REQUEST",
     "TENSORS_FILE",
+    "BundleFileError",
+    "BundleManifestFile",
     "CalibratorFile",
     "CheckpointFileError",
     "CheckpointWritten",
