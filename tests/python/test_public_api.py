@@ -114,6 +114,8 @@ EXPECTED = {
     "streaming",
     "seeding",
     "set_seed",
+    # issue 27: §2.8
+    "TensorBoardCallback",
 }
 
 
