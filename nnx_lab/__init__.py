@@ -82,6 +82,7 @@ _EXPORTS: dict[str, str] = {
     "TrainingState": "nnx_lab.engine.training_state",
     "EarlyStopping": "nnx_lab.engine.handlers",
     "TensorBoardCallback": "nnx_lab.engine.handlers.tensorboard",
+    "report": "nnx_lab.reports",  # one HTML file of a run (docs/report.md)
     "Callback": "nnx_lab.engine.sinks",
     "TrainingControl": "nnx_lab.engine.events",
     "events": "nnx_lab.engine.events",

@@ -116,6 +116,7 @@ EXPECTED = {
     "set_seed",
     # issue 27: §2.8
     "TensorBoardCallback",
+    "report",
 }
 
 
