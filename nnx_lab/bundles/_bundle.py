@@ -31,7 +31,13 @@ from ..engine.registry import (
 )
 from ..engine.run_handle import NNRun
 from ..errors import ConfigError, ResumeError
-from ..runs import BundleFileError, BundleManifestFile, resolve_runs_root, run_dir
+from ..runs import (
+    BundleFileError,
+    BundleManifestFile,
+    read_record,
+    resolve_runs_root,
+    run_dir,
+)
 from ._read import BundleContents, read_bundle, read_manifest
 
 __all__ = [
@@ -176,7 +182,8 @@ class ReconstructedBundle:
         state (optimizer, scheduler, RNG, epoch). The bundle's run is placed under
         ``train_params``' runs root first, as the new run's parent (its record, log and
         checkpoints, as exported); an existing run of that id there must hold the same
-        files. ``train_kwargs`` go to ``NNModel.train`` (callbacks=, components=)."""
+        record and checkpoints. ``train_kwargs`` go to ``NNModel.train`` (callbacks=,
+        components=)."""
         if self.info.capability != "resumable":
             raise ResumeError(
                 f"bundle {self.info.path} is an inference bundle (its {self.info.checkpoint} "
@@ -211,7 +218,11 @@ class ReconstructedBundle:
     def _place_parent(self, root: Path, target: Path) -> bool:
         """Put the bundle's run under ``root``; False when the same run is there."""
         if os.path.lexists(target):
+            # the same run: the same record and checkpoints (its metadata and log are
+            # its own, a bundle's metadata leaves out who wrote it)
             for name, data in self._files.items():
+                if name in ("metadata.yaml", "metrics.jsonl"):
+                    continue
                 try:
                     same = (target / name).read_bytes() == data
                 except OSError:
@@ -265,6 +276,8 @@ def reconstruct_bundle(
             )
         if doc.capability == "resumable":
             ckpt.training_state()  # a damaged state is refused now, not at resume()
+        if "metadata.yaml" in contents.files:
+            read_record(folder / "metadata.yaml")  # its strict shape, before it is placed
         with _registered(factories):
             model = NNModel.from_checkpoint(ckpt, device=device)
         calibrators = [TemperatureCalibrator.load(folder / name) for name in doc.calibrators]

@@ -20,6 +20,8 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from .._version import __version__
 from ..abstention import AbstentionPolicy
 from ..calibration import TemperatureCalibrator, model_fingerprint
@@ -28,7 +30,14 @@ from ..engine.enums import Checkpoints, coerce_enum
 from ..engine.model import NNModel
 from ..engine.write_faults import kill_point
 from ..errors import ConfigError
-from ..runs import BUNDLE_FORMAT, MANIFEST_FILE, read_file, resolve_runs_root, run_dir
+from ..runs import (
+    BUNDLE_FORMAT,
+    MANIFEST_FILE,
+    read_file,
+    read_record,
+    resolve_runs_root,
+    run_dir,
+)
 from ..runs._schemas.bundle import BundleFileError
 from ._read import max_bundle_bytes
 
@@ -68,6 +77,8 @@ def _source_files(run_path: Path, ckpt: NNCheckpoint, resumable: bool) -> dict[s
         return read_file(run_path / rel, BundleFileError, record=True)
 
     files = {"run.yaml": read("run.yaml")}
+    if (run_path / "metadata.yaml").is_file():
+        files["metadata.yaml"] = _shared_metadata(read_record(run_path / "metadata.yaml"))
     types = [ckpt.type.value]
     if resumable:
         # a stateful resume carries the source's BEST and inherits its log (docs/resume.md)
@@ -100,6 +111,15 @@ def _source_files(run_path: Path, ckpt: NNCheckpoint, resumable: bool) -> dict[s
             )
         files[name] = data
     return files
+
+
+# what a bundle leaves out of metadata.yaml: who wrote the run (host, process, boot id)
+_PRIVATE = ("writer", "heartbeat")
+
+
+def _shared_metadata(meta: dict[str, Any]) -> bytes:
+    shared = {k: v for k, v in meta.items() if k not in _PRIVATE}
+    return yaml.safe_dump(shared, sort_keys=False, allow_unicode=True).encode()
 
 
 def _read_big(path: Path) -> bytes:

@@ -32,7 +32,7 @@ BUNDLE_FORMAT = "nnx_lab.bundle"
 MANIFEST_FILE = "manifest.json"
 # Every file a bundle may hold besides its manifest, as the writer names them.
 BUNDLE_PATH = re.compile(
-    r"run\.yaml|metrics\.jsonl|checkpoints/(last|best)\.json"
+    r"run\.yaml|metadata\.yaml|metrics\.jsonl|checkpoints/(last|best)\.json"
     r"|checkpoints/(last|best)-[0-9]{8,}-[0-9a-f]{8}\.safetensors"
     r"|calibrators/[0-9]{1,3}\.json|policies/[0-9]{1,3}\.json"
 )

@@ -96,7 +96,12 @@ def test_resuming_a_bundle_continues_its_run_as_a_local_resume_does(trained, tmp
     ours = NNCheckpoint.load(child.id, runs_root=elsewhere).model_state
     theirs = NNCheckpoint.load(local.id, runs_root=root).model_state
     assert all(torch.equal(ours[k], theirs[k]) for k in theirs)
-    # the parent was placed as exported; resuming again reuses it
+    # the parent was placed as exported, listed as the finished run it is, without
+    # its writer's host and process; resuming again reuses it
+    rows = nnx_lab.list_runs(elsewhere).set_index("run_id")
+    assert rows.loc[run.id, "status"] == "finished"
+    assert rows.loc[child.id, "parent_run_id"] == run.id
+    assert "writer" not in (elsewhere / run.id / "metadata.yaml").read_text()
     assert (elsewhere / run.id / "run.yaml").read_bytes() == (
         root / run.id / "run.yaml"
     ).read_bytes()
@@ -379,6 +384,8 @@ def test_a_killed_writer_leaves_no_bundle(trained, tmp_path, point, form):
 def test_resume_refuses_its_own_resume_and_a_differing_run_of_that_id(bundle, trained, tmp_path):
     root, _, run = trained
     rebuilt = reconstruct_bundle(bundle)
+    same = rebuilt.resume(f.train_params(root, n_epochs=1, checkpoint_every_s=0))
+    assert same.resume_status["from_run_id"] == run.id  # the author's own run, reused
     with pytest.raises(ConfigError, match="resume_from_run_id"):
         rebuilt.resume(f.train_params(tmp_path / "x", resume_from_run_id=run.id))
     (root / run.id / "run.yaml").write_bytes(
