@@ -83,7 +83,7 @@ def _source_files(run_path: Path, ckpt: NNCheckpoint, resumable: bool) -> dict[s
     if resumable:
         # a stateful resume carries the source's BEST and inherits its log (docs/resume.md)
         if (run_path / "metrics.jsonl").is_file():
-            files["metrics.jsonl"] = read_file(run_path / "metrics.jsonl", BundleFileError)
+            files["metrics.jsonl"] = _read_big(run_path / "metrics.jsonl")
         other = "best" if ckpt.type is Checkpoints.LAST else "last"
         if (run_path / "checkpoints" / f"{other}.json").is_file():
             types.append(other)
@@ -123,7 +123,9 @@ def _shared_metadata(meta: dict[str, Any]) -> bytes:
 
 
 def _read_big(path: Path) -> bytes:
-    with open(path, "rb") as fh:  # already verified by NNCheckpoint.load
+    """A file of the exporter's own run, whatever its size (a long run's log, a large
+    model's tensors, whose digest the caller checks); the bundle's cap applies after."""
+    with open(path, "rb") as fh:
         return fh.read()
 
 

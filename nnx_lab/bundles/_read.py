@@ -126,6 +126,8 @@ def _folder_entries(root: Path) -> set[str]:
                     stack.append((f"{name}/", Path(entry.path)))
                 elif entry.is_file(follow_symlinks=False):
                     names.add(name)
+                    if len(names) > _MEMBERS:
+                        raise _refuse(root, "", f"holds more than {_MEMBERS} files")
                 else:
                     raise _refuse(root / name, "", "is not a plain file")
     return names
