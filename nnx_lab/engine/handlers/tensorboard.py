@@ -76,6 +76,9 @@ class TensorBoardCallback(Callback):
                 "histograms_every", every, "pass None (no histograms) or a number of epochs >= 1"
             )
         self._writer_cls = _writer_class()  # refused now, not when the run starts
+        from tensorboard.compat.proto.summary_pb2 import Summary
+
+        self._summary, self._value = Summary, Summary.Value
         self.log_dir = Path(log_dir)
         self.histograms_every = every
         self.writer: Any = None
@@ -88,21 +91,29 @@ class TensorBoardCallback(Callback):
         if self.writer is not None:
             return  # a replayed log that holds a second start (nnx_lab.export)
         self.run_dir = self.log_dir / (event.run_id or "run")
-        self.writer = self._writer_cls(log_dir=str(self.run_dir))
+        # a deep queue: with the default 10 events, the loop's thread waits on the
+        # writer's thread at every StepMetrics batch
+        self.writer = self._writer_cls(log_dir=str(self.run_dir), max_queue=4096)
         config = {k: v for k, v in event.config.items() if k in ("net", "model", "train")}
         self._hparams = {k: _hparam(v) for k, v in _flat(config, "").items()}
         if event.parent_run_id is not None:
             self._hparams["parent_run_id"] = event.parent_run_id
         self._final = {}
 
+    def _scalars(self, values: dict[str, float], step: int) -> None:
+        """One event holding every value of a step: ``add_scalar`` would write one event
+        (and build one protobuf message through its checks) per value."""
+        summary = self._summary(
+            value=[self._value(tag=t, simple_value=v) for t, v in values.items()]
+        )
+        self.writer.file_writer.add_summary(summary, step)
+
     def on_step_metrics(self, event: StepMetrics) -> None:
         if self.writer is None:
             return
-        add = self.writer.add_scalar
         for record in event.records:
             values = {k: v for k, v in record.__dict__.items() if k not in _SKIPPED}
-            for tag, value in flat_scalars(values, "step").items():
-                add(tag, value, record.step)
+            self._scalars(flat_scalars(values, "step"), record.step)
 
     def on_epoch_ended(self, event: EpochEnded) -> None:
         if self.writer is None:
@@ -116,8 +127,7 @@ class TensorBoardCallback(Callback):
         values["epoch/lr"] = float(event.lr)
         if event.signal is not None:
             values["epoch/signal"] = float(event.signal)
-        for tag, value in values.items():
-            self.writer.add_scalar(tag, value, event.epoch)
+        self._scalars(values, event.epoch)
         self._final = {t: v for t, v in values.items() if math.isfinite(v)}
 
     def on_epoch_end(self, ctx: Any) -> None:  # NNx's hook: it carries the model
