@@ -32,13 +32,15 @@ from ..engine.registry import (
 from ..engine.run_handle import NNRun
 from ..errors import ConfigError, ResumeError
 from ..runs import (
+    BundleContents,
     BundleFileError,
     BundleManifestFile,
+    read_bundle,
+    read_manifest,
     read_record,
     resolve_runs_root,
     run_dir,
 )
-from ._read import BundleContents, read_bundle, read_manifest
 
 __all__ = [
     "BundleInfo",

@@ -33,13 +33,13 @@ from ..errors import ConfigError
 from ..runs import (
     BUNDLE_FORMAT,
     MANIFEST_FILE,
+    max_bundle_bytes,
     read_file,
     read_record,
     resolve_runs_root,
     run_dir,
 )
 from ..runs._schemas.bundle import BundleFileError
-from ._read import max_bundle_bytes
 
 __all__ = ["export_bundle"]
 

@@ -9,7 +9,6 @@ nothing from the network.
 
 from __future__ import annotations
 
-import hashlib
 import html
 import json
 import math
@@ -22,18 +21,22 @@ import yaml
 
 from ..errors import ConfigError
 from ..runs import (
-    BundleManifestFile,
+    BundleContents,
+    CalibratorFile,
+    DocumentFileError,
     JsonlReader,
+    PolicyFile,
     atomic_write_bytes,
+    check_shape,
     compare_records,
     event_from_line,
+    parse_json,
+    read_bundle,
     read_record,
     resolve_runs_root,
     run_dir,
     run_record,
 )
-from ..runs._schemas.bundle import BundleFileError
-from ..runs._schemas.reading import read_json_file
 
 __all__ = ["report"]
 
@@ -141,26 +144,72 @@ def _drift(parent: str | None, run_id: str, root: Path) -> str:
     return f"<p>Against parent {html.escape(parent)}:</p><table>{head}{''.join(rows)}</table>"
 
 
-def _bundle(bundle: Any) -> str:
-    if bundle is None:
-        return "<p>No bundle given (pass bundle= the folder or zip export_bundle wrote).</p>"
-    path = Path(bundle)
-    manifest = path / "manifest.json" if path.is_dir() else None
-    if manifest is None:
-        data = path.read_bytes()
-        return _table(
-            [("bundle", str(path.name)), ("SHA-256 of the zip", hashlib.sha256(data).hexdigest())]
+def _documents(contents: BundleContents) -> str:
+    """The calibrators and policies the bundle carries, each through its strict shape."""
+    parts = []
+    for name in contents.manifest.calibrators:
+        cal = check_shape(
+            parse_json(contents.files[name], name), CalibratorFile, name, DocumentFileError
         )
-    doc = read_json_file(manifest, BundleManifestFile, BundleFileError, record=True)
-    digest = hashlib.sha256(manifest.read_bytes()).hexdigest()
-    return _table(
+        parts.append(
+            f"<h3>Calibration ({html.escape(name)})</h3>"
+            + _table(
+                [
+                    ("temperature", f"{cal.temperature:.4g}"),
+                    (
+                        "NLL on the calibration split",
+                        f"{cal.fit.nll_before:.4g} -> {cal.fit.nll_after:.4g}",
+                    ),
+                    ("rows", cal.fit.rows),
+                    (
+                        "splits",
+                        f"calibration {cal.splits.calibration}, train {cal.splits.train}, "
+                        f"test {cal.splits.test}",
+                    ),
+                    ("model", cal.model_id),
+                ]
+            )
+        )
+    for name in contents.manifest.policies:
+        pol = check_shape(
+            parse_json(contents.files[name], name), PolicyFile, name, DocumentFileError
+        )
+        val = pol.validation
+        parts.append(
+            f"<h3>Abstention ({html.escape(name)})</h3>"
+            + _table(
+                [
+                    ("kind", pol.kind),
+                    ("threshold", f"{pol.threshold:.4g}"),
+                    ("risk ceiling", f"{pol.risk_ceiling:.4g}"),
+                    (
+                        "on validation",
+                        f"coverage {val.coverage:.3f}, risk {val.risk:.3f} "
+                        f"({val.accepted} of {val.total} accepted)",
+                    ),
+                    ("calibrated", pol.calibration.calibrated),
+                ]
+            )
+        )
+    return "".join(parts)
+
+
+def _bundle(contents: BundleContents | None) -> str:
+    if contents is None:
+        return (
+            "<p>No bundle given (pass bundle= the folder or zip export_bundle wrote); no "
+            "calibration or abstention report.</p>"
+        )
+    doc = contents.manifest
+    summary = _table(
         [
-            ("bundle", path.name),
+            ("bundle", contents.path.name),
             ("capability", doc.capability),
-            ("checkpoint", doc.checkpoint),
-            ("SHA-256 of its manifest", digest),
+            ("checkpoint", f"{doc.checkpoint} at epoch {doc.epoch} (step {doc.step})"),
+            ("SHA-256 of its manifest", contents.manifest_sha256),
         ]
     )
+    return summary + _documents(contents)
 
 
 def report(
@@ -186,6 +235,15 @@ def report(
     if not (folder / "run.yaml").is_file():
         raise ConfigError(
             "run_id", run_id, f"no such run under {root}; check the id, or pass runs_root="
+        )
+    # the whole bundle is checked (every digest) before it is reported on
+    shared = None if bundle is None else read_bundle(bundle)
+    if shared is not None and shared.manifest.run_id != run_id:
+        raise ConfigError(
+            "bundle",
+            str(bundle),
+            f"is a bundle of run {shared.manifest.run_id}, not of {run_id}; pass the "
+            "bundle exported from this run",
         )
     config = read_record(folder / "run.yaml")
     meta = read_record(folder / "metadata.yaml") if (folder / "metadata.yaml").is_file() else {}
@@ -219,9 +277,8 @@ def report(
 <h2>Against its parent</h2>{_drift(meta.get("parent_run_id"), run_id, root)}
 <h2>Precision</h2>{_table(precision) if precision else "<p>No precision record.</p>"}
 <h2>Environment</h2>{_table(environment)}
-<h2>Bundle</h2>{_bundle(bundle)}
-<p><small>Written by nnx-lab's report(); calibration and abstention reports are not part
-of it yet.</small></p>
+<h2>Bundle, calibration and abstention</h2>{_bundle(shared)}
+<p><small>Written by nnx-lab's report().</small></p>
 <script type="application/json" id="nnx-report-data">{_json_for_script(data)}</script>
 <script>{CHART_JS}</script>
 </body></html>

@@ -8,6 +8,7 @@ runs through ``nnx_lab.engine`` and reads them through here.
 """
 
 from ._atomic import atomic_write_bytes, atomic_write_json, atomic_write_yaml, file_lock, read_json
+from ._bundle_read import BundleContents, max_bundle_bytes, read_bundle, read_manifest
 from ._compare import (
     ABSENT,
     ACTIONS,
@@ -139,6 +140,7 @@ __all__ = [
     "STALE_AFTER_S",
     "STOP_REQUEST",
     "TENSORS_FILE",
+    "BundleContents",
     "BundleFileError",
     "BundleManifestFile",
     "CalibratorFile",
@@ -205,6 +207,7 @@ __all__ = [
     "iter_jsonl",
     "list_runs",
     "locate_run",
+    "max_bundle_bytes",
     "metadata_lock",
     "metadata_row",
     "parse_json",
@@ -212,10 +215,12 @@ __all__ = [
     "parse_record",
     "problem",
     "quick_event",
+    "read_bundle",
     "read_file",
     "read_json",
     "read_json_file",
     "read_jsonl",
+    "read_manifest",
     "read_plain",
     "read_plan_file",
     "read_plan_json",

@@ -72,17 +72,60 @@ def test_a_long_run_is_thinned_keeping_its_last_point(
     assert loss["x"][-1] == 24
 
 
-def test_the_bundle_digest_is_reported(parent_and_child, runs_root, tmp_path):
-    parent, _ = parent_and_child
-    bundle = export_bundle(parent.id, tmp_path / "bundle", runs_root=runs_root)
-    import hashlib
+def _documents(model):
+    from nnx_lab.abstention import select_threshold
+    from nnx_lab.calibration import fit_temperature, model_fingerprint
 
-    digest = hashlib.sha256((bundle / "manifest.json").read_bytes()).hexdigest()
-    page = nnx_lab.report(
-        parent.id, tmp_path / "r.html", runs_root=runs_root, bundle=bundle
-    ).read_text()
+    X, y, Xv, yv = f.data(n_train=256, n_val=256)
+    spec = nnx_lab.ProbabilitySpec("categorical", labels=("a", "b", "c"))
+    mid = model_fingerprint(model)
+    cal = fit_temperature(
+        model.predict_proba(X, spec),
+        y,
+        model_id=mid,
+        split_id="calibration",
+        train_split_id="train",
+        test_split_id="test",
+    ).require()
+    pol = select_threshold(
+        model.predict_proba(Xv, spec).probabilities,
+        yv,
+        risk_ceiling=1.0,
+        split_id="val",
+        labels=("a", "b", "c"),
+        model_id=mid,
+    ).require()
+    return cal, pol
+
+
+def test_the_bundle_its_digest_calibrator_and_policy_are_reported(trained, tmp_path):
+    root, model, run = trained
+    cal, pol = _documents(model)
+    bundle = export_bundle(run.id, tmp_path / "b.zip", [cal], [pol], archive=True, runs_root=root)
+    from nnx_lab.runs import read_bundle
+
+    digest = read_bundle(bundle).manifest_sha256
+    page = nnx_lab.report(run.id, tmp_path / "r.html", runs_root=root, bundle=bundle).read_text()
     assert digest in page
     assert "No parent run" in page
+    assert "Calibration (calibrators/0.json)" in page
+    assert f"{cal.temperature:.4g}" in page
+    assert "Abstention (policies/0.json)" in page
+    assert f"{pol.threshold:.4g}" in page
+
+
+def test_a_damaged_or_foreign_bundle_is_refused_before_writing(trained, runs_root, tmp_path):
+    from nnx_lab.runs import BundleFileError
+
+    root, _, run = trained
+    bundle = export_bundle(run.id, tmp_path / "bundle", runs_root=root)
+    other = f.model().train(f.train_params(root, n_epochs=1, seed=7))
+    with pytest.raises(ConfigError, match=f"bundle of run {run.id}"):
+        nnx_lab.report(other.id, tmp_path / "r.html", runs_root=root, bundle=bundle)
+    (bundle / "run.yaml").write_text("edited: true\n")
+    with pytest.raises(BundleFileError, match=r"run\.yaml: holds 13 bytes"):
+        nnx_lab.report(run.id, tmp_path / "r.html", runs_root=root, bundle=bundle)
+    assert not (tmp_path / "r.html").exists()
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,6 @@
 """Reading a bundle someone else wrote: a folder or a zip, checked whole before use.
+Torch-free, as the run format is: ``nnx_lab.bundles`` rebuilds from what it returns, and
+the report (``nnx_lab.reports``) shows a bundle's digest and documents through it.
 
 ``read_bundle`` returns the manifest and the bytes of every file it names, once each
 file's size and SHA-256 match the manifest; nothing is decoded before that. It refuses
@@ -19,16 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..runs import (
-    MANIFEST_FILE,
-    BundleFileError,
-    BundleManifestFile,
-    SchemaError,
-    check_header,
-    check_shape,
-    parse_json,
-)
-from ..runs._schema import LIMITS, READ_FLAGS
+from ._schema import LIMITS, READ_FLAGS, SchemaError, parse_json
+from ._schemas.bundle import MANIFEST_FILE, BundleFileError, BundleManifestFile
+from ._schemas.reading import check_header, check_shape
 
 __all__ = ["BundleContents", "max_bundle_bytes", "read_bundle", "read_manifest"]
 
@@ -57,6 +52,7 @@ class BundleContents:
     manifest: BundleManifestFile
     raw_manifest: dict[str, Any]
     files: dict[str, bytes]
+    manifest_sha256: str  # of the manifest's bytes: the bundle's one digest
 
 
 def _refuse(path: Any, field: str, reason: str, value: Any = None) -> BundleFileError:
@@ -140,14 +136,15 @@ def _read_folder(root: Path) -> BundleContents:
     where = root / MANIFEST_FILE
     if MANIFEST_FILE not in names:
         raise _refuse(where, "", "is missing: a bundle folder starts with its manifest")
-    doc, raw = _manifest(_read_plain(where, LIMITS.record_bytes), where)
+    manifest = _read_plain(where, LIMITS.record_bytes)
+    doc, raw = _manifest(manifest, where)
     _same_names(root, names - {MANIFEST_FILE}, doc)
     files = {}
     for entry in doc.payloads:
         data = _read_plain(root / entry.path, entry.bytes)
         _check_digest(root / entry.path, "", data, entry)
         files[entry.path] = data
-    return BundleContents(root, False, doc, raw, files)
+    return BundleContents(root, False, doc, raw, files, hashlib.sha256(manifest).hexdigest())
 
 
 def _same_names(where: Path, present: set[str], doc: BundleManifestFile) -> None:
@@ -197,9 +194,8 @@ def _read_zip(path: Path) -> BundleContents:
             if MANIFEST_FILE not in members:
                 raise _refuse(path, MANIFEST_FILE, "is missing from the archive")
             where = path / MANIFEST_FILE
-            doc, raw = _manifest(
-                _member(zf, path, members[MANIFEST_FILE], LIMITS.record_bytes), where
-            )
+            manifest = _member(zf, path, members[MANIFEST_FILE], LIMITS.record_bytes)
+            doc, raw = _manifest(manifest, where)
             # a member name outside the fixed set (a traversal, an absolute path) is
             # refused here, as an extra file, before anything is inflated
             _same_names(path, set(members) - {MANIFEST_FILE}, doc)
@@ -215,7 +211,7 @@ def _read_zip(path: Path) -> BundleContents:
                 data = _member(zf, path, info, entry.bytes)
                 _check_digest(path, entry.path, data, entry)
                 files[entry.path] = data
-    return BundleContents(path, True, doc, raw, files)
+    return BundleContents(path, True, doc, raw, files, hashlib.sha256(manifest).hexdigest())
 
 
 def _member(zf: zipfile.ZipFile, path: Path, info: zipfile.ZipInfo, size: int) -> bytes:
