@@ -143,3 +143,68 @@ def test_writer_only_writes_on_rank_zero_and_nothing_elsewhere(runs_root, tmp_pa
         callbacks=[writer_only(TensorBoardCallback(tmp_path / "rank1", histograms_every=1))],
     )
     assert not (tmp_path / "rank1").exists()
+
+
+_DDP_SCRIPT = """
+import sys
+import torch
+from torch.utils.data import TensorDataset
+from nnx_lab import Losses, Nets, NNModel, NNModelParams, NNOptimParams, NNParams, NNTrainParams
+from nnx_lab import TensorBoardCallback, distributed
+
+torch.set_num_threads(1)
+distributed.init_process_group()
+g = torch.Generator().manual_seed(0)
+data = TensorDataset(torch.randn(64, 4, generator=g), torch.randint(0, 3, (64,), generator=g))
+model = NNModel(net_params=NNParams(input_dim=4, output_dim=3, hidden_dims=[8]),
+                params=NNModelParams(net=Nets.FEED_FWD, loss=Losses.CROSS_ENTROPY))
+params = NNTrainParams(
+    n_epochs=2, seed=0, optim=NNOptimParams(max_lr=0.01), runs_root=sys.argv[1],
+    train_loader=distributed.train_loader(data, batch_size=8, policy="pad", seed=0),
+    val_loader=distributed.validation_loader(data, batch_size=16),
+)
+plain = sys.argv[3] == "plain"
+tb = TensorBoardCallback(sys.argv[2], histograms_every=1)
+model.train(params, callbacks=[tb if plain else distributed.writer_only(tb)],
+            distributed=distributed.DDP())
+distributed.shutdown()
+"""
+
+
+def test_writer_only_under_two_real_ranks_writes_one_copy(tmp_path):
+    import os
+    import subprocess
+    from pathlib import Path
+
+    import nnx_lab
+
+    script = tmp_path / "ddp_tb.py"
+    script.write_text(_DDP_SCRIPT)
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "PYTHONPATH": str(Path(nnx_lab.__file__).resolve().parents[1]),
+    }
+    counts = {}
+    for mode in ("wrapped", "plain"):
+        logs = tmp_path / f"tb-{mode}"
+        cmd = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc_per_node=2",
+            str(script),
+            str(tmp_path / f"runs-{mode}"),
+            str(logs),
+            mode,
+        ]
+        done = subprocess.run(
+            cmd, capture_output=True, text=True, env=env, timeout=240, check=False
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        (folder,) = logs.iterdir()  # one run id on every rank
+        counts[mode] = len(list(folder.glob("events.out.tfevents.*")))
+        epochs = [s for s, _ in _scalars(_read(folder), "epoch/val/loss")]
+        assert epochs == ([1, 2] if mode == "wrapped" else [1, 2, 1, 2])
+    assert counts == {"wrapped": 1, "plain": 2}  # unwrapped, every rank writes its copy
