@@ -153,6 +153,8 @@ def test_notebook_runs_headless(path: Path, tmp_path: Path, monkeypatch: pytest.
         assert float(losses["picked"]) < float(losses["default 0.001"]), text
     if path.name == "calibration_and_abstention.ipynb":
         _check_calibration_notebook(text, workdir)
+    if path.name == "share_a_run.ipynb":
+        _check_share_notebook(text, workdir)
     if path.name in STOP_CELLS:
         match = STOPPED.search(text)
         assert match, text
@@ -181,3 +183,18 @@ def _check_calibration_notebook(text: str, workdir: Path) -> None:
     policy = AbstentionPolicy.load(workdir / "digits_policy.json")
     assert policy.calibrated
     assert policy.risk_ceiling == 0.01
+
+
+def _check_share_notebook(text: str, workdir: Path) -> None:
+    """The bundle rebuilds bit for bit and resumes; TensorBoard and the report exist."""
+    from nnx_lab.bundles import validate_bundle
+
+    assert "bit for bit: True" in text, text
+    resumed = re.search(r"resumed run (\w+) from (\w+) at epoch 5", text)
+    assert resumed, text
+    child, parent = resumed.groups()
+    assert validate_bundle(workdir / "wine_bundle.zip").run_id == parent
+    assert (workdir / "elsewhere" / child / "checkpoints" / "last.json").is_file()
+    assert {p.name for p in (workdir / "tb_logs").iterdir()} == {child, parent}
+    report = (workdir / "wine_report.html").read_text()
+    assert f"Against parent {parent}" in report
