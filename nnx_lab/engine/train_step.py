@@ -15,6 +15,7 @@ import torch
 
 from ..errors import NonFiniteLossError
 from .adapters import forward
+from .aux_loss import aux_source, detached, with_term
 from .losses import LossFn
 from .precision import ResolvedPrecision
 from .tasks import Task
@@ -32,6 +33,7 @@ class StepOutput:
     targets: torch.Tensor
     rows: int
     outputs: torch.Tensor | None = None  # raw outputs, detached (only when metrics need them)
+    aux: dict[str, torch.Tensor] | None = None  # a network's auxiliary terms (aux_loss)
 
 
 class TrainStep:
@@ -57,6 +59,7 @@ class TrainStep:
         # its backward pass (one scalar per step), so a diverged step never reaches the
         # weights. The LR finder leaves it off: divergence is what it looks for.
         self.guard_loss = False
+        self._aux = aux_source(net)  # a term the network adds to the loss (aux_loss)
 
     def _guard(self, loss: torch.Tensor, y: torch.Tensor) -> None:
         if bool(torch.isfinite(loss).all()):
@@ -79,12 +82,12 @@ class TrainStep:
             loss = self.loss(out, y)
         if self.guard_loss:
             self._guard(loss, y)
-        self.updater.backward(loss)
+        term = self._aux() if self._aux is not None else None
+        self.updater.backward(with_term(loss, term))
         self.updater.step(step_number=step_number)
         preds = self.task.decode(out.detach()) if self._decode else None
-        if self.keep_outputs:
-            return StepOutput(loss.detach(), preds, y, int(y.shape[0]), out.detach().float())
-        return StepOutput(loss.detach(), preds, y, int(y.shape[0]))
+        kept = out.detach().float() if self.keep_outputs else None
+        return StepOutput(loss.detach(), preds, y, int(y.shape[0]), kept, detached(term))
 
     def accumulated(
         self, window: list[tuple[torch.Tensor, torch.Tensor]], step_number: int = 0
@@ -99,14 +102,20 @@ class TrainStep:
             valid = sum(loss_fn.valid_targets(y) for _, y in window)
             total = valid.clamp_min(1).to(torch.float32)  # type: ignore[union-attr]
         loss_sum = torch.zeros((), device=self.device, dtype=torch.float32)
-        preds, outs = [], []
+        preds, outs, aux_sum = [], [], None
         for X, y in window:
             with self.precision.autocast():
                 out = forward(net, X)
                 part = loss_fn.total(out, y) if by_target else loss_fn(out, y) * y.shape[0]
             if self.guard_loss:
                 self._guard(part, y)
-            self.updater.backward(part)
+            term = self._aux() if self._aux is not None else None
+            # the term weighs as the micro-batch's loss does: its valid targets or rows
+            weight = loss_fn.valid_targets(y) if by_target else y.shape[0]
+            self.updater.backward(with_term(part, term, weight))
+            if term is not None:
+                value = term.value.detach().float() * weight
+                aux_sum = {term.name: value if aux_sum is None else aux_sum[term.name] + value}
             loss_sum = loss_sum + part.detach().float()
             if self._decode:
                 preds.append(self.task.decode(out.detach()))
@@ -120,4 +129,5 @@ class TrainStep:
             y_all,
             int(y_all.shape[0]),
             torch.cat(outs) if outs else None,
+            None if aux_sum is None else {k: v / total for k, v in aux_sum.items()},
         )
