@@ -43,8 +43,9 @@ class _MoELayer(nn.Module):
         out = torch.zeros_like(x)
         for e, expert in enumerate(self.experts):
             rows, slot = (chosen == e).nonzero(as_tuple=True)
-            if rows.numel():
-                out.index_add_(0, rows, expert(x[rows]) * gates[rows, slot, None])
+            # an expert no row chose still runs (on no rows): its parameters then take
+            # part in the backward pass, which DDP requires of every parameter each step
+            out.index_add_(0, rows, expert(x[rows]) * gates[rows, slot, None])
         n = probs.shape[-1]
         # Switch Transformer's term: rows routed (first choice) times mean router mass
         share = torch.zeros(n, device=x.device).index_add_(
