@@ -200,3 +200,31 @@ def test_a_mid_epoch_resume_continues_the_epochs_term(tmp_path):
         return epoch["train"]["aux"]["load_balance"]
 
     assert epoch_term(resumed) == pytest.approx(epoch_term(full), rel=1e-6)
+
+
+def test_an_own_module_may_hand_the_step_a_term_of_its_own(runs_root):
+    from torch import nn
+
+    from nnx_lab.engine.aux_loss import AuxTerm
+
+    class Penalized(nn.Module):
+        """A linear layer whose squared weights are a term of the training loss."""
+
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(6, 3)
+            self.term = None
+
+        def forward(self, x):
+            self.term = self.lin.weight.pow(2).sum() if self.training else None
+            return self.lin(x)
+
+        def auxiliary_loss(self):
+            return None if self.term is None else AuxTerm("weight_norm", self.term, 0.0)
+
+    module = Penalized()
+    before = module.lin.weight.detach().pow(2).sum()
+    model = NNModel(module=module, params=NNModelParams(loss=Losses.CROSS_ENTROPY))
+    run = model.train(_train(runs_root, n_epochs=1))
+    (first, *_) = [line for line in _lines(run) if line["event"] == "step"]
+    assert first["aux"]["weight_norm"] == pytest.approx(float(before))
