@@ -129,6 +129,8 @@ def net_edit(plan: Any, path: str, value: Any) -> tuple[Any, Problems]:
     try:
         edited = plan.with_net(**{name: value})
     except (ConfigError, TypeError, ValueError) as exc:
+        if isinstance(value, list) and len(value) == 1:  # "8" in a pair field: 8 x 8
+            return net_edit(plan, path, value[0])
         return None, Problems([Problem(path, value, getattr(exc, "fix", None) or str(exc))])
     before = {p.field for p in plan.validate()}
     fresh = [p for p in edited.validate() if p.field not in before]

@@ -64,6 +64,13 @@ def test_the_network_section_shows_the_params_class_fields(conv_builder):
     edit(b, "net.params.conv_channels", "4, 8")
     assert b.plan.value("model.net") == CONV.replace(conv_channels=(4, 8))
     assert b.values["net.params.conv_channels"] == [4, 8]
+    edit(b, "net.params.image_size", "6")  # one number in the (height, width) field: a square
+    assert b.plan.value("model.net").image_size == (6, 6)
+    assert b.values["net.params.image_size"] == [6, 6]
+    edit(b, "net.params.image_size", "0")
+    assert "pass a positive integer or (height, width)" in b.errors["net.params.image_size"]
+    edit(b, "net.params.image_size", "8, 8")
+    assert "net.params.image_size" not in b.errors
     edit(b, "net.params.kernel_size", "0")  # refused by NNConvParams, the plan unchanged
     assert "net.params.kernel_size" in b.errors
     assert b.plan.value("model.net").kernel_size == 3
