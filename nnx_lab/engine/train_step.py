@@ -110,12 +110,12 @@ class TrainStep:
             if self.guard_loss:
                 self._guard(part, y)
             term = self._aux() if self._aux is not None else None
-            # the term weighs as the micro-batch's loss does: its valid targets or rows
-            weight = loss_fn.valid_targets(y) if by_target else y.shape[0]
-            self.updater.backward(with_term(part, term, weight))
-            if term is not None:
+            if term is not None:  # weighed as the micro-batch's loss: valid targets or rows
+                weight = loss_fn.valid_targets(y) if by_target else y.shape[0]
                 value = term.value.detach().float() * weight
                 aux_sum = {term.name: value if aux_sum is None else aux_sum[term.name] + value}
+            # the log's loss is the task loss alone: the term is recorded beside it
+            self.updater.backward(part if term is None else with_term(part, term, weight))
             loss_sum = loss_sum + part.detach().float()
             if self._decode:
                 preds.append(self.task.decode(out.detach()))

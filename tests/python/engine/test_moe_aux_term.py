@@ -164,6 +164,8 @@ def test_accumulated_micro_batches_weigh_the_term_as_the_loss(tmp_path):
         torch.testing.assert_close(got_a - got_b, want, rtol=1e-4, atol=1e-6)
     (step,) = [line for line in _lines(run) if line["event"] == "step"]
     assert step["aux"]["load_balance"] > 0
+    X, y = _data(32)  # the logged loss is the window's task loss alone
+    assert step["loss"] == pytest.approx(float(F.cross_entropy(net(X), y).detach()), rel=1e-5)
 
 
 def test_a_zero_weight_is_reported_and_trains_as_a_run_without_the_term(tmp_path, monkeypatch):
