@@ -58,6 +58,7 @@ class StepShape(msgspec.Struct):
     valid: NonNegativeInt | None = None
     metrics: dict[str, Measured] | None = None
     extra: dict[str, Any] | None = None
+    aux: dict[str, Measured] | None = None
 
 
 class StepLine(StepShape, tag_field="event", tag="step"):
