@@ -17,7 +17,7 @@ from .selection import MonitorSpec
 
 __all__ = ["RESUME_CHECKPOINTS", "RESUME_EPOCHS", "RESUME_MODES", "NNTrainParams"]
 
-RESUME_CHECKPOINTS = ("last", "best")
+RESUME_CHECKPOINTS = ("last", "best", "first", "q1", "q2", "q3")
 RESUME_MODES = ("stateful", "weights_only")
 RESUME_EPOCHS = ("additional", "planned")
 
