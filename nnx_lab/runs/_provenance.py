@@ -149,11 +149,26 @@ class ExperimentManifest:
     (name -> ``Digest`` or declared id) and a description. ``fingerprint`` is the hash
     of all of it: the same manifest, the same fingerprint."""
 
-    net: dict[str, Any] | None
-    model: dict[str, Any] | None
+    net: dict[str, Any] | None = None
+    model: dict[str, Any] | None = None
     train: dict[str, Any] | None = None
     data: Mapping[str, Any] = field(default_factory=dict)
     description: str | None = None
+    # NNx's declarations: the task (a ``TaskSpec`` or its ``state()``) and the objective's
+    # identity (``{"id": "kd", "version": 1}``); each enters the fingerprint only when set,
+    # so a manifest without them keeps the fingerprint it had
+    task: Mapping[str, Any] | None = None
+    objective: Mapping[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("task", "objective"):
+            value = getattr(self, name)
+            if value is None:
+                continue
+            state = getattr(value, "state", None) or getattr(value, "to_json", None)
+            if callable(state) and not isinstance(value, Mapping):
+                value = state()  # a TaskSpec: its JSON form
+            object.__setattr__(self, name, _plain_mapping(value, name))
 
     @classmethod
     def for_model(
@@ -221,13 +236,17 @@ class ExperimentManifest:
         return {name: isinstance(ref, Digest) for name, ref in self.data.items()}
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out = {
             "net": self.net,
             "model": self.model,
             "train": self.train,
             "data": {k: _data_ref_json(v) for k, v in sorted(self.data.items())},
             "description": self.description,
         }
+        for name in ("task", "objective"):
+            if getattr(self, name) is not None:
+                out[name] = getattr(self, name)
+        return out
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ExperimentManifest:
@@ -241,7 +260,24 @@ def _manifest(doc: ManifestFile) -> ExperimentManifest:
         train=doc.train,
         data={k: _data_ref(v) for k, v in doc.refs().items()},
         description=doc.description,
+        task=doc.task,
+        objective=doc.objective,
     )
+
+
+def _plain_mapping(value: Any, name: str) -> dict[str, Any]:
+    """A JSON copy of a str-keyed mapping of finite JSON values (later edits of what was
+    passed never change the manifest); anything else is refused, naming the field."""
+    fix = (
+        f"pass {name} as a mapping of JSON values with string keys, e.g. "
+        + ('{"id": "kd", "version": 1}' if name == "objective" else "TaskSpec.state()")
+    )
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
+        raise ConfigError(name, value, fix)
+    try:
+        return json.loads(json.dumps(dict(value), allow_nan=False, sort_keys=True))
+    except (TypeError, ValueError):
+        raise ConfigError(name, value, fix) from None
 
 
 def _checked_data(data: Mapping[str, Any] | None) -> dict[str, Any]:
