@@ -19,6 +19,7 @@ from ._inputs import check_kind, distribution, scores, targets, unique_ids
 
 # the package reads every name of abstention from this module
 from ._result import AbstentionReport, AbstentionResult, most_confident_mistakes
+from ._status import SelectionStatus
 
 __all__ = [
     "AbstentionError",
@@ -72,7 +73,7 @@ class ThresholdSelection:
     """What ``select_threshold`` found on the validation split; ``require()`` gives the
     policy or raises ``AbstentionError`` with the reason."""
 
-    status: str  # "selected" | "no_threshold"
+    status: str  # "selected" | "no_threshold", equal to NNx's "ok" / "no_feasible_policy"
     reason: str | None
     kind: str
     threshold: float | None
@@ -93,6 +94,9 @@ class ThresholdSelection:
     risk_bound: float | None
     tests: int
     curve: RiskCoverageCurve = field(repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "status", SelectionStatus(self.status))
 
     @property
     def ok(self) -> bool:
