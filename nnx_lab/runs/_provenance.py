@@ -268,9 +268,8 @@ def _manifest(doc: ManifestFile) -> ExperimentManifest:
 def _plain_mapping(value: Any, name: str) -> dict[str, Any]:
     """A JSON copy of a str-keyed mapping of finite JSON values (later edits of what was
     passed never change the manifest); anything else is refused, naming the field."""
-    fix = (
-        f"pass {name} as a mapping of JSON values with string keys, e.g. "
-        + ('{"id": "kd", "version": 1}' if name == "objective" else "TaskSpec.state()")
+    fix = f"pass {name} as a mapping of JSON values with string keys, e.g. " + (
+        '{"id": "kd", "version": 1}' if name == "objective" else "TaskSpec.state()"
     )
     if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
         raise ConfigError(name, value, fix)

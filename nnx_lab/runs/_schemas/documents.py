@@ -8,13 +8,13 @@ in range, labels unique and as many as the class axis, and split ids distinct.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
 
 from ...errors import ConfigError
 from .._schema import NonNegativeInt, PositiveInt, Probability
-from .reading import INT64, Label, Problem, Refusal, Text, found, repeated
+from .reading import INT64, Label, Problem, Refusal, Text, found, plain_problem, repeated
 
 __all__ = [
     "CalibratorFile",
@@ -78,10 +78,13 @@ class CalibratorSplits(msgspec.Struct, forbid_unknown_fields=True):
 
 
 class CalibratorFit(msgspec.Struct, forbid_unknown_fields=True):
-    rows: PositiveInt
-    nll_before: NonNegativeFinite
-    nll_after: NonNegativeFinite
+    # None for a calibrator built directly from a temperature (NNx's form)
+    rows: PositiveInt | None
+    nll_before: NonNegativeFinite | None
+    nll_after: NonNegativeFinite | None
     iterations: NonNegativeInt
+    config: dict[str, Any] | None = None  # NNx's fit_config / fit_result, when given
+    result: dict[str, Any] | None = None
 
 
 class CalibratorFile(msgspec.Struct, forbid_unknown_fields=True):
@@ -101,6 +104,8 @@ class CalibratorFile(msgspec.Struct, forbid_unknown_fields=True):
         redo = "fit the calibrator again and save it"
         return found(
             [
+                plain_problem(self.fit.config, "fit.config"),
+                plain_problem(self.fit.result, "fit.result"),
                 Problem(
                     "n_outputs",
                     f"a {self.spec.kind} calibrator has at least {least} outputs",

@@ -7,8 +7,12 @@ import json
 
 import numpy as np
 import pytest
+import torch
 
+from nnx_lab import ProbabilitySpec, prediction_from_logits
 from nnx_lab.abstention import SelectionStatus, select_threshold
+from nnx_lab.calibration import CalibrationError, CalibrationMismatchError, TemperatureCalibrator
+from nnx_lab.runs import DocumentFileError
 
 TOP = np.array([0.9, 0.9, 0.8, 0.8, 0.8, 0.6])
 P = np.stack([TOP, 1 - TOP], 1)
@@ -30,3 +34,71 @@ def test_a_selection_status_reads_as_nnx_words_and_ours():
     assert SelectionStatus("ok") == "selected"
     with pytest.raises(ValueError, match="'ok'"):
         SelectionStatus("fine")
+
+
+# -- TemperatureCalibrator(temperature, labels, model_id, split_id, ...) ------------------------
+def _prediction(labels=("cat", "dog")):
+    logits = torch.tensor([[2.0, 0.0], [0.0, 1.0], [1.0, 3.0]])
+    return prediction_from_logits(logits, ProbabilitySpec("categorical", labels=labels))
+
+
+def test_a_calibrator_built_from_a_temperature_applies_saves_and_round_trips(tmp_path):
+    c = TemperatureCalibrator(
+        2.0,
+        ("cat", "dog"),
+        "m1",
+        "cal",
+        test_split_id="test",
+        fit_config={"optimizer": "bounded", "max_iterations": 200},
+        fit_result={"nll_after": 0.4},
+    )
+    assert (c.kind, c.n_outputs, c.labels, c.rows, c.nll_after) == (
+        "categorical",
+        2,
+        ("cat", "dog"),
+        None,
+        None,
+    )
+    out = c.transform(_prediction(), model_id="m1")
+    expected = torch.softmax(torch.tensor([[2.0, 0.0], [0.0, 1.0], [1.0, 3.0]]) / 2.0, 1)
+    assert torch.allclose(out.calibrated_probabilities, expected)
+    state = c.state()
+    json.dumps(state)  # plain JSON
+    assert TemperatureCalibrator.from_state(state) == c
+    assert hash(TemperatureCalibrator.from_state(state)) == hash(c)
+    assert TemperatureCalibrator.load(c.save(tmp_path / "c.json")) == c
+    assert TemperatureCalibrator.load(tmp_path / "c.json").fit_config["max_iterations"] == 200
+    with pytest.raises(CalibrationMismatchError, match="model_id"):
+        c.transform(_prediction(), model_id="m2")
+    with pytest.raises(DocumentFileError, match="format"):
+        TemperatureCalibrator.from_state({**state, "format": "nnx.calibration/1"})
+    with pytest.raises(DocumentFileError, match="temperature"):
+        TemperatureCalibrator.from_state({**state, "temperature": -1.0})
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"temperature": 0}, "temperature"),
+        ({"temperature": float("nan")}, "temperature"),
+        ({"temperature": True}, "temperature"),
+        ({"labels": ("cat",)}, "n_outputs"),
+        ({"labels": ("cat", "cat")}, "labels"),
+        ({"labels": ("cat", "")}, "labels"),
+        ({"labels": "cat,dog"}, "labels"),
+        ({"model_id": ""}, "model_id"),
+        ({"split_id": 3}, "split_id"),
+        ({"train_split_id": "cal"}, "train_split_id"),
+        ({"test_split_id": "cal"}, "test_split_id"),
+        ({"fit_config": {"x": object()}}, "fit_config"),
+        ({"fit_result": [1]}, "fit_result"),
+        ({"fit_result": {"nll": float("inf")}}, "fit_result"),
+        ({"kind": "softmax"}, "kind"),
+        ({"rows": 0}, "rows"),
+        ({"iterations": -1}, "iterations"),
+    ],
+)
+def test_a_calibrators_arguments_are_checked_as_it_is_built(change, field):
+    args = {"temperature": 1.5, "labels": ("cat", "dog"), "model_id": "m1", "split_id": "cal"}
+    with pytest.raises(CalibrationError, match=field):
+        TemperatureCalibrator(**{**args, **change})
