@@ -138,6 +138,7 @@ class PolicySplits(msgspec.Struct, forbid_unknown_fields=True):
 class PolicyCalibration(msgspec.Struct, forbid_unknown_fields=True):
     calibrated: bool
     temperature: PositiveFinite | None
+    calibrator_id: Text | None = None  # NNx's record of the calibrator, when given
 
 
 class PolicyValidation(msgspec.Struct, forbid_unknown_fields=True):
@@ -160,13 +161,13 @@ class PolicyFile(msgspec.Struct, forbid_unknown_fields=True):
     version: Literal[1]
     kind: Literal["max_probability", "margin"]
     threshold: Probability
-    risk_ceiling: Probability
+    risk_ceiling: Probability | None  # None: built directly, not chosen by select_threshold
     n_classes: Annotated[int, msgspec.Meta(ge=2, le=2**62)]
     labels: Labels | None
     model_id: Text | None
     splits: PolicySplits
     calibration: PolicyCalibration
-    validation: PolicyValidation
+    validation: PolicyValidation | None
     guarantee: PolicyGuarantee | None
     note: Note
 
@@ -197,14 +198,14 @@ class PolicyFile(msgspec.Struct, forbid_unknown_fields=True):
                     f"more rows accepted than the {val.total} validated",
                     val.accepted,
                 )
-                if val.accepted > val.total
+                if val is not None and val.accepted > val.total
                 else None,
                 Problem(
                     "validation.errors",
                     f"more errors than the {val.accepted} accepted rows",
                     val.errors,
                 )
-                if val.errors > val.accepted
+                if val is not None and val.errors > val.accepted
                 else None,
                 Problem(
                     "guarantee.risk_bound",
@@ -212,7 +213,8 @@ class PolicyFile(msgspec.Struct, forbid_unknown_fields=True):
                     "selected with that guarantee",
                     bound.risk_bound,
                 )
-                if bound is not None and bound.risk_bound > self.risk_ceiling
+                if bound is not None
+                and (self.risk_ceiling is None or bound.risk_bound > self.risk_ceiling)
                 else None,
             ]
         )

@@ -9,8 +9,13 @@ import numpy as np
 import pytest
 import torch
 
-from nnx_lab import ProbabilitySpec, prediction_from_logits
-from nnx_lab.abstention import SelectionStatus, select_threshold
+from nnx_lab import ConfigError, ProbabilitySpec, prediction_from_logits
+from nnx_lab.abstention import (
+    AbstentionPolicy,
+    AbstentionSchemaError,
+    SelectionStatus,
+    select_threshold,
+)
 from nnx_lab.calibration import CalibrationError, CalibrationMismatchError, TemperatureCalibrator
 from nnx_lab.runs import DocumentFileError
 
@@ -106,3 +111,77 @@ def test_a_calibrators_arguments_are_checked_as_it_is_built(change, field):
     args = {"temperature": 1.5, "labels": ("cat", "dog"), "model_id": "m1", "split_id": "cal"}
     with pytest.raises(CalibrationError, match=field):
         TemperatureCalibrator(**{**args, **change})
+
+
+# -- AbstentionPolicy(kind, threshold, labels, model_id, tuning_split_id, ...) -----------------
+def test_a_policy_built_with_nnx_arguments_applies_saves_and_round_trips(tmp_path):
+    policy = AbstentionPolicy("max_probability", 0.8, ("a", "b"), "m1", "val")
+    assert (policy.split_id, policy.tuning_split_id, policy.input_field) == (
+        "val",
+        "val",
+        "probabilities",
+    )
+    assert (policy.n_classes, policy.risk_ceiling, policy.validation) == (2, None, None)
+    result = policy.apply(P, labels=("a", "b"), model_id="m1")
+    assert result.accepted.tolist() == [True, True, True, True, True, False]
+    report = result.report(Y)
+    assert (report.accepted, report.errors, report.within_ceiling) == (5, 2, None)
+    assert AbstentionPolicy.from_state(policy.state()) == policy
+    assert AbstentionPolicy.load(policy.save(tmp_path / "p.json")) == policy
+    with pytest.raises(AbstentionSchemaError, match="model_id"):
+        policy.apply(P, labels=("a", "b"), model_id="m2")
+    # a calibrated policy names its calibrator and, for nnx-lab's check, its temperature
+    calibrated = AbstentionPolicy(
+        "margin",
+        0.1,
+        ("a", "b"),
+        "m1",
+        "val",
+        input_field="calibrated_probabilities",
+        calibrator_id="sha256:abc",
+        temperature=2.0,
+    )
+    assert calibrated.calibrated
+    assert calibrated.input_field == "calibrated_probabilities"
+    again = AbstentionPolicy.load(calibrated.save(tmp_path / "c.json"))
+    assert again == calibrated
+    assert again.calibrator_id == "sha256:abc"
+    with pytest.raises(AbstentionSchemaError, match="uncalibrated"):
+        calibrated.apply(P, labels=("a", "b"), model_id="m1")
+    # what select_threshold chose still builds as before
+    chosen = select_threshold(P, Y, risk_ceiling=0.4, split_id="val", labels=("a", "b"))
+    policy = chosen.require()
+    assert AbstentionPolicy.from_state(policy.state()) == policy
+    assert policy.risk_ceiling == 0.4
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"kind": "entropy"}, "kind"),
+        ({"threshold": 1.5}, "threshold"),
+        ({"threshold": float("nan")}, "threshold"),
+        ({"labels": ("a",)}, "n_classes"),
+        ({"labels": ("a", "a")}, "labels"),
+        ({"labels": "ab"}, "labels"),
+        ({"model_id": ""}, "model_id"),
+        ({"tuning_split_id": None}, "split_id"),
+        ({"input_field": "logits"}, "input_field"),
+        ({"input_field": "calibrated_probabilities"}, "temperature"),
+        ({"calibrator_id": "sha256:abc"}, "calibrator_id"),
+        ({"test_split_id": "val"}, "test_split_id"),
+        ({"risk_ceiling": 2}, "risk_ceiling"),
+        ({"guarantee": 0.9}, "guarantee"),
+        ({"treshold": 0.5}, "spelling"),
+    ],
+)
+def test_a_policys_arguments_are_checked_as_it_is_built(change, field):
+    args = {
+        "kind": "max_probability",
+        "threshold": 0.8,
+        "labels": ("a", "b"),
+        "model_id": "m1",
+        "tuning_split_id": "val",
+    }
+    with pytest.raises(ConfigError, match=field):
+        AbstentionPolicy(**{**args, **change})
