@@ -34,10 +34,18 @@ class Standardizer:
     is divided by 1 (recorded in ``constant``). ``transform`` refuses missing, extra or
     reordered columns, a width mismatch and non-finite values before anything reaches a
     model, and returns float32 rows ready for ``model.predict``.
+
+    ``columns`` is a tuple of the frame's own labels, as NNx keeps them: integers stay
+    integers (``(0, "b")``), and the JSON state holds each as it is. Rows fitted from an
+    array are named by position as strings (``("0", "1")``).
     """
 
-    def __init__(self, columns: Sequence[str], mean: Sequence[float], std: Sequence[float]) -> None:
-        columns = [str(c) for c in columns]
+    def __init__(self, columns: Sequence[Any], mean: Sequence[float], std: Sequence[float]) -> None:
+        columns = tuple(_label(c) for c in columns)
+        if len(set(columns)) != len(columns):
+            raise StandardizerError(
+                f"Standardizer: columns {list(columns)} repeat a label; name each column once"
+            )
         mean_a = np.asarray(mean, dtype=np.float64)
         std_a = np.asarray(std, dtype=np.float64)
         if not (len(columns) == mean_a.shape[0] == std_a.shape[0]) or mean_a.ndim != 1:
@@ -72,7 +80,8 @@ class Standardizer:
         if columns is None:
             width = np.asarray(data).shape[-1] if np.asarray(data).ndim == 2 else 0
             columns = [str(i) for i in range(width)]
-        X = _as_matrix(data, [str(c) for c in columns], "fit")
+        columns = tuple(_label(c) for c in columns)
+        X = _as_matrix(data, columns, "fit")
         if X.shape[0] == 0:
             raise StandardizerError("Standardizer.fit: no rows to fit on")
         mean = X.mean(axis=0)
@@ -86,7 +95,7 @@ class Standardizer:
         return self.std
 
     @property
-    def constant(self) -> list[str]:
+    def constant(self) -> list[Any]:
         """Columns whose training values did not vary (their std was set to 1)."""
         return [c for c, s in zip(self.columns, self.std, strict=True) if s == 1.0]
 
@@ -178,12 +187,35 @@ def _pick_rows(data: Any, rows: Any) -> Any:
     return np.asarray(data)[order]
 
 
-def _as_matrix(rows: Any, columns: list[str], what: str) -> np.ndarray:
+def _label(label: Any) -> str | int:
+    """A column label as the state keeps it: a string, or an integer (NumPy's too)."""
+    if isinstance(label, str):
+        return label
+    if isinstance(label, int | np.integer) and not isinstance(label, bool | np.bool_):
+        return int(label)
+    raise StandardizerError(
+        f"Standardizer: the column label {label!r} ({type(label).__name__}) cannot be "
+        "saved as it is; name the columns with strings or integers (df.columns = [...])"
+    )
+
+
+def _frame_labels(rows: Any, columns: tuple[str | int, ...]) -> list[Any]:
+    """The frame's labels, compared as the fitted ones are. A standardizer whose labels
+    are all strings (as every one saved before labels were kept) reads a frame's labels
+    as strings, so those states keep working on the frames they were fitted on."""
+    got = list(rows.columns)
+    if got != list(columns) and all(isinstance(c, str) for c in columns):
+        return [str(c) for c in got]
+    return got
+
+
+def _as_matrix(rows: Any, columns: tuple[str | int, ...], what: str) -> np.ndarray:
     """Rows as a float64 matrix in the fitted column order, with every check."""
     import pandas as pd
 
     if isinstance(rows, pd.DataFrame):
-        got = [str(c) for c in rows.columns]
+        got = _frame_labels(rows, columns)
+        columns = list(columns)  # type: ignore[assignment]
         if got != columns:
             missing = [c for c in columns if c not in got]
             extra = [c for c in got if c not in columns]
@@ -214,11 +246,11 @@ def _as_matrix(rows: Any, columns: list[str], what: str) -> np.ndarray:
         if X.ndim != 2 or X.shape[1] != len(columns):
             raise StandardizerError(
                 f"Standardizer.{what}: rows of shape {X.shape}, the fitted schema has "
-                f"{len(columns)} columns {columns}"
+                f"{len(columns)} columns {list(columns)}"
             )
     finite = np.isfinite(X)
     if not finite.all():
-        bad = sorted({columns[j] for j in np.nonzero(~finite)[1]})
+        bad = [columns[j] for j in sorted(set(np.nonzero(~finite)[1].tolist()))]
         raise StandardizerError(
             f"Standardizer.{what}: non-finite values (NaN/inf) in {bad}; clean or impute "
             "them before inference"

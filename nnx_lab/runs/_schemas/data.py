@@ -76,7 +76,7 @@ class StandardizerFile(msgspec.Struct, forbid_unknown_fields=True):
 
     kind: Literal["nnx_lab.Standardizer"]
     version: Literal[1]
-    columns: Annotated[list[Label], msgspec.Meta(min_length=1)]
+    columns: Annotated[list[INT64 | Label], msgspec.Meta(min_length=1)]  # each label as it is
     mean: list[Finite]
     std: list[Annotated[float, msgspec.Meta(gt=0.0, le=_MAX)]]
 

@@ -3,6 +3,8 @@ differences are in docs/nnx_differences.md)."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -93,7 +95,7 @@ def test_standardizer_fits_on_the_rows_named_by_position():
     s = Standardizer.fit(df, rows=[2, 0, 1], columns=["a", "b"])
     assert s.mean.tolist() == pytest.approx([2.0, 5.0])  # row 3 was never read
     assert s.scale.tolist() == pytest.approx([np.std([1.0, 2.0, 3.0]), 1.0])  # constant: 1
-    assert Standardizer.fit(df, rows=[0, 1]).columns == ["a", "b", "c"]  # every column
+    assert Standardizer.fit(df, rows=[0, 1]).columns == ("a", "b", "c")  # every column
     as_array = Standardizer.fit(df[["a", "b"]].to_numpy(), rows=[0, 1, 2])
     as_tensor = Standardizer.fit(torch.tensor(df[["a", "b"]].to_numpy()), rows=[0, 1, 2])
     assert as_array.mean.tolist() == as_tensor.mean.tolist() == s.mean.tolist()
@@ -138,3 +140,32 @@ def test_split_manifest_takes_nnx_field_names():
         SplitManifest(train=[1], val=[], test=[], ids="rows")
     with pytest.raises(SplitError, match="both train and val"):
         SplitManifest(train=[1], validation=[1], test=[])
+
+
+def test_standardizer_columns_keep_the_original_labels_through_its_state(tmp_path):
+    from nnx_lab.preprocessing import Standardizer, StandardizerError
+
+    df = pd.DataFrame({0: [1.0, 2.0, 3.0], "b": [4.0, 5.0, 7.0], np.int64(7): [0.0, 1.0, 0.0]})
+    s = Standardizer.fit(df, rows=[0, 1, 2])
+    assert s.columns == (0, "b", 7)
+    assert [type(c) for c in s.columns] == [int, str, int]
+    state = json.loads(json.dumps(s.state()))  # plain JSON: labels as they are
+    assert state["columns"] == [0, "b", 7]
+    again = Standardizer.from_state(state)
+    assert again == s
+    assert again.columns == (0, "b", 7)
+    assert Standardizer.load(s.save(tmp_path / "s.json")).columns == (0, "b", 7)
+    assert np.allclose(again.transform(df), s.transform(df))
+    # a frame whose labels only print the same is not the fitted schema
+    with pytest.raises(StandardizerError, match="missing"):
+        s.transform(df.rename(columns={0: "0"}))
+    # a state saved before labels were kept (all strings) still reads its frames
+    old = {"kind": "nnx_lab.Standardizer", "version": 1, "columns": ["0", "b"]}
+    old |= {"mean": [2.0, 5.0], "std": [1.0, 1.0]}
+    legacy = Standardizer.from_state(old)
+    assert legacy.columns == ("0", "b")
+    assert legacy.transform(df[[0, "b"]]).tolist() == [[-1.0, -1.0], [0.0, 0.0], [1.0, 2.0]]
+    with pytest.raises(StandardizerError, match="strings or integers"):
+        Standardizer.fit(pd.DataFrame({1.5: [1.0, 2.0]}), rows=[0, 1])
+    with pytest.raises(StandardizerError, match="repeat"):
+        Standardizer([0, 0], [0.0, 0.0], [1.0, 1.0])
