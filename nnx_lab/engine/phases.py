@@ -1,5 +1,5 @@
 """NNx's phase checkpoints: FIRST after a run's first epoch, Q1 / Q2 / Q3 at the
-quarters of the epochs it plans, and ``run.checkpoints()`` (docs/checkpoints.md).
+quarters of the epochs it plans, and ``run.checkpoints()`` (docs/runs.md#phase-checkpoints).
 
 Quarter ``k`` of a run that trains ``n`` epochs is the end of its epoch ``floor(k * n / 4)``
 (counted from the run's first epoch), NNx's schedule. A quarter that falls on the first

@@ -198,7 +198,7 @@ class NNRun:
     def checkpoints(self, root: str | os.PathLike[str] | None = None) -> list[Any]:
         """NNx's phase checkpoints: ``[FIRST, Q1, Q2, Q3, LAST]``, each an
         ``NNCheckpoint`` or None where this run wrote none (a short run has no Q1:
-        docs/checkpoints.md). BEST is left out, as in NNx: it duplicates whichever of these
+        docs/runs.md#phase-checkpoints). BEST is left out, as in NNx: it duplicates whichever of these
         won; ``NNCheckpoint.load(run, Checkpoints.BEST)`` loads it. ``root``: the runs root
         to read the run from (default: the run's own folder)."""
         from .phases import run_checkpoints
