@@ -169,3 +169,36 @@ def test_standardizer_columns_keep_the_original_labels_through_its_state(tmp_pat
         Standardizer.fit(pd.DataFrame({1.5: [1.0, 2.0]}), rows=[0, 1])
     with pytest.raises(StandardizerError, match="repeat"):
         Standardizer([0, 0], [0.0, 0.0], [1.0, 1.0])
+
+
+def test_standardizer_records_nnx_dtype_fit_rows_membership_and_digest(tmp_path):
+    from nnx_lab.data_splits import SplitManifest
+    from nnx_lab.preprocessing import Standardizer, StandardizerError
+
+    df = pd.DataFrame({"a": [1.0, 2.0, 3.0, 10.0], "b": [4.0, 5.0, 7.0, 0.0]})
+    s = Standardizer.fit(df, rows=[2, 0, 1])
+    assert s.fit_rows == 3
+    assert s.membership == Standardizer.fit(df, rows=[0, 1, 2]).membership  # the row set
+    assert s.membership != Standardizer.fit(df, rows=[0, 1, 3]).membership
+    assert s.transform(df).dtype == np.float32
+    wide = Standardizer.fit(df, rows=[0, 1, 2], dtype=torch.float64, membership="train-v1")
+    assert (wide.dtype, wide.membership) == ("float64", "train-v1")
+    assert wide.transform(df).dtype == np.float64
+    for each in (s, wide):
+        again = Standardizer.from_state(json.loads(json.dumps(each.state())))
+        assert again == each
+        assert again.digest() == each.digest()
+        assert Standardizer.load(each.save(tmp_path / "s.json")) == each
+    assert s.digest().startswith("sha256:")
+    assert s.digest() != wide.digest()
+    manifest = SplitManifest(train=[0, 1, 2], val=[3], test=[])
+    assert Standardizer.fit(df, rows=[0, 1, 2], membership=manifest).membership == (
+        manifest.digest()
+    )
+    # a state without NNx's records (every one saved before) keeps its bytes and digest
+    plain = Standardizer(("a", "b"), [0.0, 1.0], [1.0, 2.0])
+    assert set(plain.state()) == {"kind", "version", "columns", "mean", "std"}
+    with pytest.raises(StandardizerError, match="float16"):
+        Standardizer.fit(df, rows=[0, 1], dtype="float16")
+    with pytest.raises(StandardizerError, match="membership"):
+        Standardizer.fit(df, rows=[0, 1], membership="")
