@@ -52,6 +52,8 @@ class SplitManifestFile(msgspec.Struct, forbid_unknown_fields=True):
     val: Ids
     test: Ids
     excluded: Ids
+    source: Text | None = None  # NNx's records, written only when given
+    seed: NonNegativeInt | None = None
 
     def rules(self) -> Iterator[Problem]:
         yield from found([plain_problem(self.params, "params")])

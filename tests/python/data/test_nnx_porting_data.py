@@ -202,3 +202,22 @@ def test_standardizer_records_nnx_dtype_fit_rows_membership_and_digest(tmp_path)
         Standardizer.fit(df, rows=[0, 1], dtype="float16")
     with pytest.raises(StandardizerError, match="membership"):
         Standardizer.fit(df, rows=[0, 1], membership="")
+
+
+def test_split_manifest_records_nnx_source_and_seed(tmp_path):
+    from nnx_lab.data_splits import SplitError, SplitManifest
+    from nnx_lab.provenance import hash_bytes
+
+    data = hash_bytes(b"rows")
+    m = SplitManifest("random", [1, 2], [3], [4], source=data, seed=7)
+    assert (m.source, m.seed) == (str(data), 7)
+    again = SplitManifest.load(m.save(tmp_path / "m.json"))
+    assert (again.source, again.seed) == (str(data), 7)
+    assert again.digest() == m.digest()  # the identity is the membership
+    assert SplitManifest.from_state(json.loads(json.dumps(m.state()))).seed == 7
+    plain = SplitManifest(train=[1, 2], val=[3], test=[4])
+    assert (plain.source, plain.seed) == (None, None)
+    assert "seed" not in plain.state()  # older states keep their bytes
+    for bad in ({"seed": -1}, {"seed": True}, {"source": ""}, {"source": 3}):
+        with pytest.raises(SplitError, match=next(iter(bad))):
+            SplitManifest(train=[1], val=[2], test=[3], **bad)
