@@ -57,12 +57,14 @@ class CheckpointPolicy:
         emit: Callable[[Event], None],
         gone: Callable[[], str | None] | None = None,
         best_at: tuple[int, int] | None = None,
+        phases: bool = True,
     ) -> None:
         """``loop`` is the TrainingLoop (its state and counters); ``meta`` what every
         sidecar records besides (run id, the model's recipe); ``gone()`` says why the
         run directory is no longer this run's, or None (checked before every write, so
         a folder replaced by another writer is never written into); ``best_at`` the
-        (epoch, step) of the BEST a resumed run carries."""
+        (epoch, step) of the BEST a resumed run carries; ``phases`` whether NNx's phase
+        checkpoints are written."""
         self.run_dir, self.loop, self.meta = run_dir, loop, meta
         self.every_s = every_s
         self.emit = emit
@@ -73,10 +75,12 @@ class CheckpointPolicy:
         self._committed_step = -1
         self._last_names_best = False  # the LAST on disk names the BEST on disk (not itself)
         self._phases: dict[int, Any] = {}  # epoch -> the phase written at its end
+        self._write_phases = phases
 
     # -- events ---------------------------------------------------------------------------
     def on_run_started(self, event: RunStarted) -> None:
-        self._phases = phase_schedule(event.start_epoch, event.n_epochs)
+        if self._write_phases:
+            self._phases = phase_schedule(event.start_epoch, event.n_epochs)
 
     def on_epoch_ended(self, event: EpochEnded) -> None:
         loop = self.loop

@@ -6,7 +6,7 @@ import engine_factories as f
 import pytest
 import torch
 
-from nnx_lab import Callback, Checkpoints, NNCheckpoint, NNModel, NNRun
+from nnx_lab import Callback, Checkpoints, ConfigError, NNCheckpoint, NNModel, NNRun, NNTrainParams
 from nnx_lab.runs import CheckpointFileError, SidecarFile, check_shape, parse_json
 
 
@@ -127,3 +127,18 @@ def test_a_damaged_phase_checkpoint_is_refused_naming_its_file(runs_root):
     tensors.write_bytes(tensors.read_bytes()[:-8])
     with pytest.raises(Exception, match=doc.tensors_file[:12]):
         run.checkpoints()
+
+
+def test_save_phase_checkpoints_false_writes_last_and_best_only(runs_root):
+    params = f.train_params(runs_root, n_epochs=4, save_phase_checkpoints=False)
+    run = f.model().train(params)
+    assert _epochs(run) == [None, None, None, None, 4]
+    assert {p.stem for p in (run.run_dir / "checkpoints").glob("*.json")} == {"last", "best"}
+    # a knob like checkpoint_every_s: the same result, so the same run id
+    assert f.model().expected_run_id(params) == f.model().expected_run_id(
+        params.replace(save_phase_checkpoints=True)
+    )
+    plain = NNTrainParams(n_epochs=4, save_phase_checkpoints=False)
+    assert NNTrainParams.from_state(plain.state()) == plain
+    with pytest.raises(ConfigError, match="save_phase_checkpoints"):
+        NNTrainParams(save_phase_checkpoints="no")
