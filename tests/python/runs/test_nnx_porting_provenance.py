@@ -40,3 +40,31 @@ def test_a_manifest_declares_its_task_and_objective_as_nnx_does():
 def test_a_declaration_that_is_not_json_is_refused_naming_it(field, value):
     with pytest.raises(ConfigError, match=field):
         ExperimentManifest(**{field: value})
+
+
+def test_a_manifest_declares_labels_splits_and_config_as_nnx_does():
+    from nnx_lab.data_splits import SplitManifest
+
+    split = SplitManifest(train=[1, 2], val=[3], test=[4])
+    m = ExperimentManifest(
+        labels=["cat", "dog"],
+        splits={"main": split, "holdout": "v2", "unknown": None},
+        config={"augment": True},
+    )
+    assert m.labels == ("cat", "dog")
+    assert m.splits == {"main": split.digest(), "holdout": "v2", "unknown": None}
+    assert m.config == {"augment": True}
+    again = ExperimentManifest.from_json(m.to_json())
+    assert again == m
+    assert again.fingerprint == m.fingerprint
+    assert ExperimentManifest(labels=["dog", "cat"]).fingerprint != (
+        ExperimentManifest(labels=["cat", "dog"]).fingerprint
+    )
+    for bad in (
+        {"labels": ["cat", "cat"]},
+        {"labels": "cat"},
+        {"splits": {"main": 3}},
+        {"config": {"x": object()}},
+    ):
+        with pytest.raises(ConfigError, match=next(iter(bad))):
+            ExperimentManifest(**bad)
