@@ -177,7 +177,7 @@ class CheckpointWritten(Event):
     kind: ClassVar[str] = "checkpoint_written"
     hook: ClassVar[str] = "on_checkpoint_written"
 
-    type: str  # "last" | "best"
+    type: str  # "last" | "best" | a phase: "first" | "q1" | "q2" | "q3"
     epoch: int
     step: int
     path: str

@@ -96,7 +96,7 @@ class EpochLine(msgspec.Struct, tag_field="event", tag="epoch_ended"):
 
 
 class CheckpointLine(msgspec.Struct, tag_field="event", tag="checkpoint_written"):
-    type: Literal["last", "best"]
+    type: Literal["last", "best", "first", "q1", "q2", "q3"]
     epoch: NonNegativeInt
     step: NonNegativeInt
     path: str
