@@ -119,6 +119,10 @@ EXPECTED = {
     # issue 27: §2.8
     "TensorBoardCallback",
     "report",
+    # issue 29: NNx's metric registry functions
+    "register_metric",
+    "unregister_metric",
+    "registered_metrics",
 }
 
 

@@ -14,10 +14,20 @@ Inputs a metric declares:
 - ``"probabilities"``: the predicted distribution (from logits where given, in float64,
   so a saturated probability does not become log(0));
 - ``"values"``: continuous outputs (regression).
+
+NNx's ``register_metric(id, version, factory, *, input, mode)`` (an accumulator
+protocol) is read too, adapted onto these parts in ``_accumulators``.
 """
 
 # the engine's scoring and the calibration report also read FinalizeContext,
 # statistic_for, reliability_edges and auroc_per_column from here (not in __all__)
+from ._accumulators import (
+    METRIC_INPUTS,
+    mark_built_in,
+    register_metric,
+    registered_metrics,
+    unregister_metric,
+)
 from ._batch import MetricBatch
 from ._definitions import METRICS
 from ._definitions import auroc_per_column as auroc_per_column
@@ -30,10 +40,10 @@ from ._registry import (
     Statistic,
     metric_info,
     metric_names,
-    register_metric,
     register_statistic,
 )
 from ._registry import FinalizeContext as FinalizeContext
+from ._registry import register_metric as _register_def
 from ._registry import statistic_for as statistic_for
 from ._statistics import STATISTICS
 from ._statistics import reliability_edges as reliability_edges
@@ -42,6 +52,7 @@ __all__ = [
     "DIRECTIONS",
     "INPUTS",
     "KINDS",
+    "METRIC_INPUTS",
     "MetricBatch",
     "MetricDef",
     "MetricSpec",
@@ -50,10 +61,13 @@ __all__ = [
     "metric_names",
     "register_metric",
     "register_statistic",
+    "registered_metrics",
+    "unregister_metric",
 ]
 
 # the built-ins enter the registry here, statistics first: a metric names its statistic
 for _statistic in STATISTICS:
     register_statistic(_statistic)
 for _metric in METRICS:
-    register_metric(_metric)
+    _register_def(_metric)
+mark_built_in()

@@ -82,6 +82,8 @@ class MetricDef:
     description: str
     options: Mapping[str, Any] = field(default_factory=dict)
     check_options: Callable[[Mapping[str, Any]], None] | None = None
+    # NNx's registrations take any JSON config (their check_config judges it)
+    open_options: bool = False
 
     def __post_init__(self) -> None:
         if self.input not in INPUTS:
@@ -132,6 +134,26 @@ def register_metric(metric: MetricDef) -> MetricDef:
     return metric
 
 
+def registry_name(metric_id: str, version: int) -> str:
+    """The registry's name of NNx's ``(id, version)``: the id at version 1 (every
+    built-in), ``id@v2`` past it, so both versions can be registered at once."""
+    return metric_id if version == 1 else f"{metric_id}@v{version}"
+
+
+def split_name(name: str) -> tuple[str, int]:
+    """``(id, version)`` of a registry name (the inverse of ``registry_name``)."""
+    head, sep, tail = name.rpartition("@v")
+    return (head, int(tail)) if sep and tail.isdigit() else (name, 1)
+
+
+def remove_metric(name: str) -> MetricDef | None:
+    """Drop ``name`` and its statistic when no other metric reads it; the entry or None."""
+    metric = _METRICS.pop(name, None)
+    if metric is not None and all(m.statistic != metric.statistic for m in _METRICS.values()):
+        _STATISTICS.pop(metric.statistic, None)
+    return metric
+
+
 def metric_info(name: str) -> MetricDef:
     """The registry entry of ``name``: its input, direction, kinds and options."""
     metric = _METRICS.get(name)
@@ -151,6 +173,28 @@ def metric_names(kind: str | None = None) -> list[str]:
 
 def statistic_for(name: str) -> Statistic:
     return _STATISTICS[name]
+
+
+def _frozen(field_name: str, value: Any) -> Any:
+    """A JSON config value made hashable (lists become tuples), since a spec's options
+    key the statistics it shares; ``thawed`` gives the lists back to the metric."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float) and value == value and abs(value) != float("inf"):
+        return value
+    if isinstance(value, (list, tuple)):
+        return tuple(_frozen(field_name, v) for v in value)
+    raise ConfigError(
+        field_name,
+        value,
+        "pass None, a bool, an int, a finite float, a str or a list of them "
+        "(nnx-lab takes no nested mappings in a metric's config: docs/nnx_differences.md)",
+    )
+
+
+def thawed(value: Any) -> Any:
+    """A frozen config value as JSON gives it (tuples back to lists)."""
+    return [thawed(v) for v in value] if isinstance(value, tuple) else value
 
 
 class MetricSpec:
@@ -177,10 +221,19 @@ class MetricSpec:
         label = options.pop("name", None)
         if label is not None and (not isinstance(label, str) or not label.strip()):
             raise ConfigError("MetricSpec.name", label, "pass a non-empty display name, or None")
-        if isinstance(version, bool) or version != 1:
+        if isinstance(version, bool) or not isinstance(version, int) or version < 1:
             raise ConfigError(
-                f"MetricSpec({name!r}).version", version, "nnx-lab's metrics are version 1"
+                f"MetricSpec({name!r}).version", version, "pass the registered version, e.g. 1"
             )
+        if version != 1 and split_name(name)[1] == 1:
+            if registry_name(name, version) not in _METRICS:
+                have = sorted(v for n in _METRICS for i, v in [split_name(n)] if i == name)
+                raise ConfigError(
+                    f"MetricSpec({name!r}).version",
+                    version,
+                    f"that version is not registered (registered: {have or 'none'})",
+                )
+            name = registry_name(name, version)
         if config is not None:
             if not isinstance(config, Mapping):
                 raise ConfigError(
@@ -195,7 +248,7 @@ class MetricSpec:
                 )
             options = {**config, **options}
         metric = metric_info(name)
-        unknown = sorted(set(options) - set(metric.options))
+        unknown = [] if metric.open_options else sorted(set(options) - set(metric.options))
         if unknown:
             takes = ", ".join(sorted(metric.options)) or "no options"
             raise ConfigError(
@@ -204,6 +257,10 @@ class MetricSpec:
                 f"check the spelling; {name} takes {takes}",
             )
         resolved = {**metric.options, **options}
+        if metric.open_options:
+            resolved = {
+                k: _frozen(f"MetricSpec({name!r}).config.{k}", v) for k, v in resolved.items()
+            }
         if metric.check_options is not None:
             metric.check_options(resolved)
         object.__setattr__(self, "name", name)
@@ -213,16 +270,16 @@ class MetricSpec:
     @property
     def id(self) -> str:
         """NNx's name for the registered metric's name."""
-        return self.name
+        return split_name(self.name)[0]
 
     @property
     def version(self) -> int:
-        return 1
+        return split_name(self.name)[1]
 
     @property
     def config(self) -> dict[str, Any]:
         """NNx's name for the options (every option, defaults included)."""
-        return dict(self.options)
+        return {k: thawed(v) for k, v in self.options}
 
     def __setattr__(self, key: str, value: Any) -> None:
         raise AttributeError("MetricSpec is immutable")
@@ -240,7 +297,7 @@ class MetricSpec:
         return f"{self.name}({', '.join(f'{k}={v!r}' for k, v in changed)})"
 
     def state(self) -> dict[str, Any]:
-        return {"name": self.name, "options": dict(self.options)}
+        return {"name": self.name, "options": {k: thawed(v) for k, v in self.options}}
 
     @classmethod
     def from_state(cls, state: Mapping[str, Any]) -> MetricSpec:
