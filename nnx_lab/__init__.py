@@ -75,6 +75,7 @@ _EXPORTS: dict[str, str] = {
     "registered_metrics": "nnx_lab.data.metrics",
     "MonitorSpec": "nnx_lab.engine.selection",
     "MonitorRecord": "nnx_lab.engine.selection",
+    "MonitorUnavailableError": "nnx_lab.errors",
     "TaskSpec": "nnx_lab.engine.task_spec",
     "StreamingMetrics": "nnx_lab.data.streaming",
     "streaming_eval_step": "nnx_lab.engine.streaming_eval",

@@ -32,6 +32,7 @@ __all__ = [
     "MetricMergeError",
     "MissingModelFactoryError",
     "ModelFingerprintError",
+    "MonitorUnavailableError",
     "NNxError",
     "NonFiniteLossError",
     "PrecisionUnsupportedError",
@@ -163,6 +164,11 @@ class ResumePointError(ResumeError):
 
 class TrainingStateError(ResumeError):
     """A checkpoint's training state is not one this nnx_lab can restore."""
+
+
+class MonitorUnavailableError(NNxError, ValueError):
+    """A ``MonitorSpec(on_missing="error")`` / ``(on_nonfinite="error")`` found no
+    usable value at an epoch (NNx's class, a ValueError)."""
 
 
 class NonFiniteLossError(NNxError, FloatingPointError):

@@ -28,7 +28,7 @@ import numbers
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ConfigError
+from ..errors import ConfigError, MonitorUnavailableError
 
 if TYPE_CHECKING:
     from .edp import EDP
@@ -55,6 +55,7 @@ EDP_DIRECTIONS = {
 }
 _SPLITS = ("val", "train")
 _MODES = ("auto", "min", "max")
+_POLICIES = ("skip", "error")
 MONITOR_STATUSES = ("improved", "no_improvement", "unavailable")
 
 
@@ -75,14 +76,36 @@ class MonitorSpec:
     ``"accuracy"``, ``"precision"``, ``"recall"``, ``"f1"``). ``mode="auto"`` takes the
     metric's registered direction; ``"min"`` / ``"max"`` must agree with it. ``split``
     is ``"val"`` (the whole validation set) or ``"train"`` (the whole training epoch).
+
+    NNx's spelling is read too: ``metric`` defaults to ``"loss"``, ``mode=None`` is
+    ``"auto"``, NNx's positional order ``MonitorSpec(metric, split, mode, min_delta)``
+    (a split word where ``min_delta`` stands), and ``on_missing`` / ``on_nonfinite``:
+    ``"skip"`` (default: the epoch makes no decision) or ``"error"`` (the run stops
+    with ``MonitorUnavailableError`` at the epoch without a value / with NaN or inf).
     """
 
-    metric: str
+    metric: str = "loss"
     min_delta: float = 0.0
-    mode: str = "auto"
+    mode: str | None = "auto"
     split: str = "val"
+    on_missing: str = "skip"
+    on_nonfinite: str = "skip"
 
     def __post_init__(self) -> None:
+        if isinstance(self.min_delta, str) and self.min_delta in _SPLITS:
+            # NNx's order (metric, split, mode, min_delta): a split word in min_delta's place
+            given = self.split
+            object.__setattr__(self, "split", self.min_delta)
+            object.__setattr__(self, "min_delta", 0.0 if given == "val" else given)
+        if self.mode is None:
+            object.__setattr__(self, "mode", "auto")
+        for name in ("on_missing", "on_nonfinite"):
+            if getattr(self, name) not in _POLICIES:
+                raise ConfigError(
+                    f"MonitorSpec.{name}",
+                    getattr(self, name),
+                    "use 'skip' (the epoch makes no decision) or 'error' (the run stops)",
+                )
         if not isinstance(self.metric, str) or not self.metric:
             raise ConfigError(
                 "MonitorSpec.metric", self.metric, "name a metric, e.g. MonitorSpec('nll')"
@@ -151,12 +174,17 @@ class MonitorSpec:
         return value > best + self.min_delta
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "metric": self.metric,
             "min_delta": self.min_delta,
             "mode": self.mode,
             "split": self.split,
         }
+        # NNx's policies only when not the default, so existing run ids and records hold
+        for name in ("on_missing", "on_nonfinite"):
+            if getattr(self, name) != "skip":
+                data[name] = getattr(self, name)
+        return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> MonitorSpec:
@@ -201,6 +229,16 @@ class MonitorState:
 
     def observe(self, value: float | None) -> MonitorRecord:
         spec = self.spec
+        if value is None and spec.on_missing == "error":
+            raise MonitorUnavailableError(
+                f"monitor {spec.source!r} has no value this epoch; "
+                "MonitorSpec(on_missing='skip') lets such an epoch make no decision"
+            )
+        if value is not None and not math.isfinite(value) and spec.on_nonfinite == "error":
+            raise MonitorUnavailableError(
+                f"monitor {spec.source!r} is non-finite ({value}) this epoch; "
+                "MonitorSpec(on_nonfinite='skip') lets such an epoch make no decision"
+            )
         if value is None or not math.isfinite(value):
             status = "unavailable"
         elif spec.better(value, self.best):

@@ -123,6 +123,7 @@ EXPECTED = {
     "register_metric",
     "unregister_metric",
     "registered_metrics",
+    "MonitorUnavailableError",
 }
 
 
