@@ -13,6 +13,7 @@ import json
 import math
 import numbers
 import os
+import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -257,17 +258,64 @@ def _init_with_nnx_names(
 SplitManifest.__init__ = _init_with_nnx_names  # type: ignore[method-assign]
 
 
+_COLUMN_OF = {"group": "groups", "stratified": "labels", "chronological": "times"}
+
+
+def _positions(strategy: str, columns: dict[str, Any], source: Any) -> list[int]:
+    """NNx's ``ids=None``: the row positions, counted from the strategy's column."""
+    if source is None:
+        raise SplitError(
+            "plan_split: ids=None plans on row positions, which alone cannot detect a "
+            "reordered or changed source; pass stable sample ids, or source= (the data's "
+            "digest or a declared id)"
+        )
+    column = columns.get(_COLUMN_OF.get(strategy, ""))
+    if column is None:
+        raise SplitError(f"plan_split: ids=None with strategy={strategy!r}; pass ids=, one per row")
+    return list(range(len(column.tolist() if hasattr(column, "tolist") else list(column))))
+
+
+def _chronological(ids_: list[Any], t: list[Any], cutoffs: Any, gap: Any) -> dict[str, list[Any]]:
+    """Train before the first cutoff, val to the second, test after; ``gap`` after each
+    cutoff is left out. A cutoff may be None (NNx's form): no val, or no test."""
+    if cutoffs is None or len(cutoffs) != 2 or (cutoffs[0] is None and cutoffs[1] is None):
+        raise SplitError(
+            f"plan_split: cutoffs={cutoffs!r}; pass (val_start, test_start), either may be None"
+        )
+    c0, c1 = cutoffs
+    if c0 is not None and c1 is not None and not c0 <= c1:
+        raise SplitError(f"plan_split: cutoffs={cutoffs!r}; val_start must be <= test_start")
+    if not isinstance(gap, numbers.Real) or isinstance(gap, bool) or gap < 0:
+        raise SplitError(f"plan_split: gap={gap!r}; pass a non-negative distance in time")
+    parts: dict[str, list[Any]] = {name: [] for name in (*SPLITS, "excluded")}
+    for v, when in zip(ids_, t, strict=True):
+        if c0 is not None and when < c0:
+            where = "train"
+        elif c0 is not None and when < c0 + gap:
+            where = "excluded"
+        elif c1 is None or when < c1:
+            where = "val" if c0 is not None else "train"
+        elif when < c1 + gap:
+            where = "excluded"
+        else:
+            where = "test"
+        parts[where].append(v)
+    return parts
+
+
 def plan_split(
-    ids: Any,
+    ids: Any = None,
     strategy: str = "random",
     *,
-    proportions: Sequence[float] = (0.7, 0.15, 0.15),
-    seed: int = 0,
+    proportions: Sequence[float] | None = None,
+    seed: int | None = 0,
     groups: Any = None,
     labels: Any = None,
     times: Any = None,
     cutoffs: Sequence[Any] | None = None,
-    gap: float = 0,
+    gap: float | None = 0,
+    insufficient: str | None = None,
+    source: Any = None,
 ) -> SplitManifest:
     """Plan a split of ``ids`` (one per row).
 
@@ -275,11 +323,29 @@ def plan_split(
     - ``"group"``: whole groups (``groups=``, one per id) go to one split each, assigned
       in a seeded order until each split holds its share of rows.
     - ``"stratified"``: each class of ``labels=`` is cut by ``proportions``, so every
-      class with enough rows is in every non-empty split.
+      class with enough rows is in every non-empty split (``insufficient="train"``
+      puts a class with too few rows in train instead of refusing it).
     - ``"chronological"``: ``times=`` and ``cutoffs=(val_start, test_start)``: train is
-      before the first cutoff, val between them, test from the second; ``gap`` leaves out
-      the ids within ``gap`` after each cutoff (an embargo against leakage across time).
+      before the first cutoff, val between them, test from the second (a cutoff may be
+      None: no val / no test); ``gap`` leaves out the ids within ``gap`` after each
+      cutoff (an embargo against leakage across time).
+
+    NNx's arguments are read too: ``ids=None`` plans on row positions (``source=``
+    required), ``proportions=None`` / ``gap=None`` are the defaults, ``seed=None`` draws
+    a seed from the OS and records it, ``source=`` is kept on the manifest.
     """
+    if proportions is None:
+        proportions = (0.7, 0.15, 0.15)
+    if gap is None:
+        gap = 0
+    if insufficient not in (None, "raise", "train"):
+        raise SplitError(
+            f"plan_split: insufficient={insufficient!r}; pass 'raise' (default) or 'train'"
+        )
+    kind = "sample"
+    if ids is None:
+        columns = {"groups": groups, "labels": labels, "times": times}
+        ids, kind = _positions(strategy, columns, source), "position"
     raw = list(ids.tolist() if hasattr(ids, "tolist") else ids)
     ids_ = [_plain(v, "ids") for v in raw]
     if not ids_:
@@ -289,47 +355,36 @@ def plan_split(
         raise SplitError(f"plan_split: duplicate ids {', '.join(dupes)}; ids must be unique")
     if strategy not in STRATEGIES:
         raise SplitError(f"plan_split: strategy={strategy!r}; use one of {', '.join(STRATEGIES)}")
+    # NNx's arguments enter the manifest only when given, so existing states hold
+    extra: dict[str, Any] = {"source": source} if source is not None else {}
+    if kind == "position":
+        extra["ids"] = kind
+    if seed is None:
+        seed = secrets.randbelow(2**32)  # NNx's: drawn, then recorded in the manifest
+        extra["seed"] = seed
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
+        raise SplitError(f"plan_split: seed={seed!r}; pass an int >= 0, or None to draw one")
     rng = np.random.default_rng(seed)
     n = len(ids_)
     params: dict[str, Any] = {"seed": seed}
-    if strategy == "chronological":
-        t = _column(times, n, "times")
-        if cutoffs is None or len(cutoffs) != 2 or not cutoffs[0] <= cutoffs[1]:
-            raise SplitError(
-                f"plan_split: cutoffs={cutoffs!r}; pass (val_start, test_start) with "
-                "val_start <= test_start"
-            )
-        if not isinstance(gap, numbers.Real) or gap < 0:
-            raise SplitError(f"plan_split: gap={gap!r}; pass a non-negative distance in time")
-        c0, c1 = cutoffs
-        parts: dict[str, list[Any]] = {name: [] for name in (*SPLITS, "excluded")}
-        for v, when in zip(ids_, t, strict=True):
-            if when < c0:
-                parts["train"].append(v)
-            elif when < c0 + gap:
-                parts["excluded"].append(v)
-            elif when < c1:
-                parts["val"].append(v)
-            elif when < c1 + gap:
-                parts["excluded"].append(v)
-            else:
-                parts["test"].append(v)
-        params.update(cutoffs=list(cutoffs), gap=gap)
+    if insufficient == "train":
+        params["insufficient"] = insufficient
+
+    def manifest(parts: dict[str, Any]) -> SplitManifest:
         return SplitManifest(
-            **{k: tuple(v) for k, v in parts.items()}, strategy=strategy, params=params
+            **{k: tuple(v) for k, v in parts.items()}, strategy=strategy, params=params, **extra
         )
+
+    if strategy == "chronological":
+        parts = _chronological(ids_, _column(times, n, "times"), cutoffs, gap)
+        params.update(cutoffs=list(cutoffs or ()), gap=gap)
+        return manifest(parts)
     props = _proportions(proportions)
     params["proportions"] = list(props)
     if strategy == "random":
         order = [ids_[i] for i in rng.permutation(n)]
         a, b, _ = _counts(n, props)
-        return SplitManifest(
-            tuple(order[:a]),
-            tuple(order[a : a + b]),
-            tuple(order[a + b :]),
-            strategy=strategy,
-            params=params,
-        )
+        return manifest({"train": order[:a], "val": order[a : a + b], "test": order[a + b :]})
     if strategy == "stratified":
         lab = _column(labels, n, "labels")
         by_class: dict[Any, list[Any]] = {}
@@ -338,10 +393,14 @@ def plan_split(
         parts = {name: [] for name in SPLITS}
         needed = sum(1 for p in props if p > 0)
         for c, members in sorted(by_class.items(), key=lambda kv: repr(kv[0])):
+            if len(members) < needed and insufficient == "train":
+                parts["train"] += members
+                continue
             if len(members) < needed:
                 raise SplitError(
                     f"plan_split: class {c!r} has {len(members)} rows; stratified needs at "
-                    f"least {needed} to put it in every split"
+                    f"least {needed} to put it in every split (insufficient='train' puts "
+                    "such a class in train)"
                 )
             members = [members[i] for i in rng.permutation(len(members))]
             a, b, t_ = _counts(len(members), props)
@@ -353,9 +412,7 @@ def plan_split(
             parts["train"] += members[:a]
             parts["val"] += members[a : a + b]
             parts["test"] += members[a + b :]
-        return SplitManifest(
-            **{k: tuple(v) for k, v in parts.items()}, strategy=strategy, params=params
-        )
+        return manifest(parts)
     # group
     grp = _column(groups, n, "groups")
     members_of: dict[Any, list[Any]] = {}
@@ -376,6 +433,4 @@ def plan_split(
         )
         parts[SPLITS[k]] += members_of[g]
         filled[k] += len(members_of[g])
-    return SplitManifest(
-        **{k: tuple(v) for k, v in parts.items()}, strategy=strategy, params=params
-    )
+    return manifest(parts)
