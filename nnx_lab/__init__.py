@@ -92,6 +92,7 @@ _EXPORTS: dict[str, str] = {
     "events": "nnx_lab.engine.events",
     "precision": "nnx_lab.precision",
     "data_splits": "nnx_lab.data_splits",
+    "monitors": "nnx_lab.monitors",
     "preprocessing": "nnx_lab.preprocessing",
     "TrainingMonitor": "nnx_lab.widgets",
     "PlanBuilder": "nnx_lab.widgets",
@@ -133,6 +134,7 @@ _MODULES = (
     "abstention",
     "streaming",
     "seeding",
+    "monitors",
 )
 
 __all__ = ["__version__", *sorted(_EXPORTS)]

@@ -124,6 +124,7 @@ EXPECTED = {
     "unregister_metric",
     "registered_metrics",
     "MonitorUnavailableError",
+    "monitors",
 }
 
 
@@ -162,6 +163,7 @@ MODULES = {
     "abstention",
     "streaming",
     "seeding",
+    "monitors",
 }
 
 

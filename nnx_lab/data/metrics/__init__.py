@@ -23,6 +23,7 @@ protocol) is read too, adapted onto these parts in ``_accumulators``.
 # statistic_for, reliability_edges and auroc_per_column from here (not in __all__)
 from ._accumulators import (
     METRIC_INPUTS,
+    MetricAccumulator,
     mark_built_in,
     register_metric,
     registered_metrics,
@@ -53,6 +54,7 @@ __all__ = [
     "INPUTS",
     "KINDS",
     "METRIC_INPUTS",
+    "MetricAccumulator",
     "MetricBatch",
     "MetricDef",
     "MetricSpec",

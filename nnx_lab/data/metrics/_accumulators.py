@@ -17,7 +17,7 @@ import math
 import numbers
 import types
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import torch
@@ -26,7 +26,13 @@ from ...errors import ConfigError
 from . import _registry as registry
 from ._batch import MetricBatch
 
-__all__ = ["METRIC_INPUTS", "register_metric", "registered_metrics", "unregister_metric"]
+__all__ = [
+    "METRIC_INPUTS",
+    "MetricAccumulator",
+    "register_metric",
+    "registered_metrics",
+    "unregister_metric",
+]
 
 METRIC_INPUTS = ("labels", "probabilities", "continuous")
 # NNx's input -> (nnx-lab's input, the MetricBatch view, the kinds that provide it)
@@ -38,6 +44,18 @@ _INPUTS = {
 _MODES = {"min": "lower", "max": "higher"}
 # the built-ins stay: tasks record them, so removing one would break every run
 _BUILT_IN: set[str] = set()
+
+
+@runtime_checkable
+class MetricAccumulator(Protocol):
+    """NNx's protocol of what ``factory(config)`` returns: ``update`` gets one call's
+    valid targets and declared input as NumPy arrays (sample axis first); ``result``
+    returns the metric over everything seen, or None when nothing was. (NNx's optional
+    ``merge`` and ``stores_scores`` are not needed here: see the module docstring.)"""
+
+    def update(self, target: np.ndarray, prediction: np.ndarray) -> None: ...
+
+    def result(self) -> float | None: ...
 
 
 def _config(options: Mapping[str, Any]) -> Mapping[str, Any]:

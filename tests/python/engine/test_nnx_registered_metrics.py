@@ -152,6 +152,32 @@ def test_streaming_metrics_and_streaming_eval_step_read_the_registration(registe
     assert empty.values["t_mae"] is None  # nothing seen: no value, as NNx's result() None
 
 
+def test_bernoulli_accumulators_get_the_valid_entries_element_wise(registered):
+    """A multilabel batch: each valid (row, output) entry is one sample, as in NNx."""
+    register_metric("t_acc_b", 1, Accuracy, input="labels", mode="max")
+    register_metric("t_mean_p", 1, MeanAbsolute, input="probabilities", mode="min")
+    target = torch.tensor([[1.0, 0.0], [0.0, math.nan], [1.0, 1.0]])
+    p = torch.tensor([[0.9, 0.7], [0.2, 0.5], [0.4, 0.8]])
+    stream = StreamingMetrics([MetricSpec("t_acc_b"), MetricSpec("t_mean_p")], "bernoulli")
+    stream.update(target, probabilities=p)
+    values = stream.finalize().values
+    valid = ~torch.isnan(target)
+    decided = (p >= 0.5).double()
+    assert values["t_acc_b"] == pytest.approx(
+        float((decided[valid] == target[valid]).double().mean())
+    )
+    assert values["t_mean_p"] == pytest.approx(float((p[valid] - target[valid]).abs().mean()))
+
+
+def test_nnx_monitors_module_holds_the_registry_and_the_monitor():
+    import nnx_lab.monitors as monitors
+
+    assert monitors.register_metric is register_metric
+    assert monitors.MonitorSpec is MonitorSpec
+    assert monitors.METRIC_INPUTS == ("labels", "probabilities", "continuous")
+    assert isinstance(Accuracy({}), monitors.MetricAccumulator)
+
+
 def test_registration_is_checked_and_keyed_by_id_and_version(registered):
     assert ("t_acc", 1) in registered_metrics()
     assert ("accuracy", 1) in registered_metrics()
