@@ -110,13 +110,24 @@ class MonitorSpec:
             raise ConfigError(
                 "MonitorSpec.metric", self.metric, "name a metric, e.g. MonitorSpec('nll')"
             )
-        direction = EDP_DIRECTIONS.get(self.metric)
-        if direction is None:
-            direction = _registry_direction(self.metric)  # an unknown name is refused there
         if self.mode not in _MODES:
             raise ConfigError(
                 "MonitorSpec.mode", self.mode, "use 'auto', 'min' (lower is better) or 'max'"
             )
+        direction = EDP_DIRECTIONS.get(self.metric)
+        if direction is None:
+            try:
+                direction = _registry_direction(self.metric)
+            except ConfigError as error:
+                if self.mode == "auto":
+                    raise ConfigError(
+                        "MonitorSpec.metric",
+                        self.metric,
+                        f"{error.fix}; a metric reported under its MetricSpec name= needs "
+                        "mode='min' or 'max' here (the run checks it against the metric)",
+                    ) from None
+                # a MetricSpec(name=...) label: the run start checks it is declared
+                direction = "lower" if self.mode == "min" else "higher"
         natural = "min" if direction == "lower" else "max"
         if self.mode != "auto" and self.mode != natural:
             raise ConfigError(

@@ -100,6 +100,14 @@ def check_metric_params(params: NNTrainParams, task: Task, eval_step_fn: Any) ->
     if task.k is not None:
         fields += ["error", "accuracy", "precision", "recall", "f1"]
     keys = [*task.record_metrics, *(m.key for m in params.metrics)]
+    for m in params.metrics:  # a label (MetricSpec name=) was not checked by the spec
+        natural = "min" if m.info.direction == "lower" else "max"
+        if m.key == monitor.metric and monitor.mode != natural:
+            raise ConfigError(
+                "MonitorSpec.mode",
+                monitor.mode,
+                f"{m.key} ({m.name}) is {m.info.direction}-is-better: pass mode={natural!r}",
+            )
     if monitor.metric in fields or monitor.metric in keys:
         return
     if monitor.split == "val" and eval_step_fn is not None:

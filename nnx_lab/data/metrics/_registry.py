@@ -290,6 +290,10 @@ class MetricSpec:
 
     @property
     def key(self) -> str:
+        """Where the value is reported: NNx's ``name=`` when given, else the name with
+        any non-default options (``ece(bins=10)``)."""
+        if self.label != self.name:
+            return self.label
         defaults = self.info.options
         changed = [(k, v) for k, v in self.options if defaults.get(k) != v]
         if not changed:
@@ -297,11 +301,14 @@ class MetricSpec:
         return f"{self.name}({', '.join(f'{k}={v!r}' for k, v in changed)})"
 
     def state(self) -> dict[str, Any]:
-        return {"name": self.name, "options": {k: thawed(v) for k, v in self.options}}
+        state = {"name": self.name, "options": {k: thawed(v) for k, v in self.options}}
+        if self.label != self.name:  # only when given, so existing run ids hold
+            state["label"] = self.label
+        return state
 
     @classmethod
     def from_state(cls, state: Mapping[str, Any]) -> MetricSpec:
-        return cls(state["name"], **dict(state.get("options") or {}))
+        return cls(state["name"], config=dict(state.get("options") or {}), name=state.get("label"))
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, MetricSpec) and (self.name, self.options) == (

@@ -128,6 +128,7 @@ class MetricState(msgspec.Struct, forbid_unknown_fields=True):
     options: Annotated[dict[Key, Any], msgspec.Meta(max_length=64)] = msgspec.field(
         default_factory=dict
     )
+    label: Annotated[str, msgspec.Meta(min_length=1, max_length=128)] | None = None
 
 
 Choice = Annotated[str, msgspec.Meta(max_length=128)]

@@ -247,3 +247,34 @@ def test_a_run_folder_naming_a_custom_metric_loads_without_it(tmp_path, register
     assert float(out[0]) == pytest.approx(want)
     assert out[1] == "False"
     assert NNRun.load(run.id, runs_root=tmp_path).idps[-1].val_edp.metrics["t_acc"] == want
+
+
+def test_nnx_name_is_the_key_the_value_is_reported_under(tmp_path, registered):
+    """NNx's ``MetricSpec(id, config=..., name=...)`` reports under ``name``, through
+    training, the log, a plan's JSON and a reload."""
+    from nnx_lab import ExperimentPlan
+
+    X, y = _data(n=40)
+    model = NNModel(NNParams(input_dim=5, output_dim=3, hidden_dims=[8]), NNModelParams())
+    spec = MetricSpec("t_acc", config={"weight": 3.0}, name="acc3")
+    assert spec.key == "acc3"
+    assert MetricSpec.from_state(spec.state()).key == "acc3"
+    assert MetricSpec("t_acc").state() == {"name": "t_acc", "options": {}}  # no label
+    monitor_ok = MonitorSpec("acc3", mode="max")
+    run = model.train(_params(tmp_path, X, y, n_epochs=1, metrics=[spec], monitor=monitor_ok))
+    assert run.epochs[-1]["selection"]["status"] == "improved"
+    by_hand = 3.0 * float((model.predict(X).logits.argmax(1) == y).double().mean())
+    assert run.idps[-1].val_edp.metrics == {"acc3": pytest.approx(by_hand, rel=1e-12)}
+    reloaded = NNRun.load(run.id, runs_root=tmp_path)
+    assert reloaded.idps[-1].val_edp.metrics["acc3"] == pytest.approx(by_hand, rel=1e-12)
+    with pytest.raises(ConfigError, match="needs mode='min' or 'max'"):
+        MonitorSpec("acc3")
+    wrong = MonitorSpec("acc3", mode="min")  # t_acc is higher-is-better
+    with pytest.raises(ConfigError, match=r"MonitorSpec\.mode='min'.*pass mode='max'"):
+        model.train(_params(tmp_path / "wrong", X, y, metrics=[spec], monitor=wrong))
+    assert not (tmp_path / "wrong").exists()
+    monitor = MonitorSpec("acc3", mode="max", on_missing="error")
+    plan = ExperimentPlan().with_train(metrics=[spec], monitor=monitor)
+    back = ExperimentPlan.from_json(json.loads(json.dumps(plan.to_json()))).resolve()
+    assert [m.key for m in back.value("train.metrics")] == ["acc3"]
+    assert back.value("train.monitor") == monitor
