@@ -226,6 +226,6 @@ class StepBuffer:
 
 
 def _flat(t: torch.Tensor) -> torch.Tensor:
-    # a class index per row is already flat: a reshape call per step would cost more
-    # than the whole bincount
+    # a class index per row is already flat; a reshape per step (two a step, each read-
+    # back) costs more than the read-back's one bincount
     return t if t.ndim == 1 else t.reshape(-1)
