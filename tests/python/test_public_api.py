@@ -116,6 +116,13 @@ EXPECTED = {
     "set_seed",
     # issue 23: the switch of the batched fast path for tensor data
     "set_fast_batches",
+    # issue 24: fine-tuning (§3.1)
+    "LoadPretrainedResult",
+    "NNParamGroupSpec",
+    "freeze",
+    "frozen",
+    "load_pretrained",
+    "unfreeze",
 }
 
 
