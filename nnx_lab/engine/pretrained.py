@@ -139,15 +139,18 @@ def load_pretrained(
     loaded = sorted(k for k in source_state if k in target)
     missing = tuple(sorted(k for k in target if k not in source_state))
     unexpected = tuple(sorted(k for k in source_state if k not in target))
-    for key in loaded:
-        got, want = tuple(source_state[key].shape), tuple(target[key].shape)
-        if got != want:
-            raise ConfigError(
-                f"source[{key!r}]",
-                f"shape {got}",
-                f"the module's {key} has shape {want}; map the key elsewhere (key_map) or "
-                "drop it (key_map returning None); nothing was loaded",
-            )
+    reshaped = [
+        f"{key} {tuple(source_state[key].shape)} vs the module's {tuple(target[key].shape)}"
+        for key in loaded
+        if tuple(source_state[key].shape) != tuple(target[key].shape)
+    ]
+    if reshaped:  # every mismatch in one refusal
+        raise ConfigError(
+            "source",
+            f"{len(reshaped)} key(s) of another shape",
+            f"{'; '.join(reshaped[:8])}; map such a key elsewhere (key_map) or drop it "
+            "(key_map returning None); nothing was loaded",
+        )
     if strict and (missing or unexpected):
         raise ConfigError(
             "strict",
