@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from ..errors import ConfigError
+from ..errors import DIFFERENCES_DOC, ConfigError
 from .params_base import FLOAT32_MAX, Params, finite, set_field
 
 __all__ = [
@@ -162,7 +162,8 @@ def _refuse_empty(index: int, spec: NNParamGroupSpec, named: dict[str, Any], why
         f"NNOptimParams.param_groups[{index}].name_pattern",
         spec.name_pattern,
         f"{why}; the nearest trainable parameter names: {', '.join(near) or '(none)'} "
-        "(check model.net.named_parameters(); '*' crosses dots)",
+        "(check model.net.named_parameters(); '*' crosses dots; NNx would keep it as an "
+        f"empty group: {DIFFERENCES_DOC})",
     )
 
 

@@ -59,6 +59,17 @@ def test_each_source_kind_loads_every_matching_key(tmp_path, kind):
     assert result.missing_keys == result.unexpected_keys == ()
 
 
+def test_a_wrapped_pt_state_dict_is_unwrapped_and_two_keys_on_one_are_refused(tmp_path):
+    source = _pretrained()
+    path = tmp_path / "w.pth"
+    torch.save({"state_dict": source.state_dict(), "epoch": 3}, path)
+    net = Classifier()
+    load_pretrained(net, path)
+    assert _same(net, source)
+    with pytest.raises(ConfigError, match="two source keys map to this key"):
+        load_pretrained(Classifier(), source, key_map={"head.bias": "head.weight"})
+
+
 def test_a_pt_file_with_pickled_code_is_refused(tmp_path):
     path = tmp_path / "w.pt"
     torch.save({"state_dict": _pretrained().state_dict(), "fn": Classifier}, path)
