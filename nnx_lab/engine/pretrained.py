@@ -85,9 +85,7 @@ def _state_of(source: Any) -> Mapping[str, Any]:
     )
 
 
-def _renamed(
-    state: Mapping[str, Any], prefix: str | None, key_map: Any
-) -> dict[str, torch.Tensor]:
+def _renamed(state: Mapping[str, Any], prefix: str | None, key_map: Any) -> dict[str, torch.Tensor]:
     if prefix is not None and (not isinstance(prefix, str) or not prefix):
         raise ConfigError("prefix", prefix, "pass the source keys' leading text, e.g. 'encoder.'")
     if key_map is not None and not (isinstance(key_map, Mapping) or callable(key_map)):

@@ -43,7 +43,7 @@ def _groups(run):
 def test_a_rule_takes_lr_or_lr_multiplier_not_both():
     with pytest.raises(ConfigError, match="not both"):
         NNParamGroupSpec("encoder.*", lr=1e-3, lr_multiplier=0.1)
-    with pytest.raises(ConfigError, match="NNParamGroupSpec.lr_multiplier"):
+    with pytest.raises(ConfigError, match=r"NNParamGroupSpec\.lr_multiplier"):
         NNParamGroupSpec("encoder.*", lr_multiplier=0.0)
     with pytest.raises(ConfigError, match="name_pattern"):
         NNParamGroupSpec("")
@@ -155,6 +155,21 @@ def test_a_resume_with_other_rules_is_refused(runs_root):
         f.model().train(
             f.train_params(runs_root, n_epochs=1, optim=other, resume_from_run_id=first.id)
         )
+    same_shape = _optim(RULES[0], NNParamGroupSpec("layers.0.*", lr=2e-4), RULES[2])
+    with pytest.raises(ResumeError, match=r"optimizer settings mismatch.*param_groups"):
+        f.model().train(
+            f.train_params(runs_root, n_epochs=1, optim=same_shape, resume_from_run_id=first.id)
+        )
+    fresh = f.model().train(
+        f.train_params(
+            runs_root,
+            n_epochs=1,
+            optim=other,
+            resume_from_run_id=first.id,
+            resume_mode="weights_only",
+        )
+    )
+    assert fresh.status.value == "finished"
 
 
 # -- freezing -----------------------------------------------------------------------------
@@ -165,7 +180,8 @@ def test_freeze_and_unfreeze_by_glob_count_and_list_what_they_touched():
     assert model.unfreeze("layers.0.bias") == 1
     assert frozen(model) == ("layers.0.weight", "layers.6.bias")
     assert freeze(model.net) == 6  # no pattern: every parameter
-    assert unfreeze(model.net) == 6 and frozen(model.net) == ()
+    assert unfreeze(model.net) == 6
+    assert frozen(model.net) == ()
 
 
 def test_a_freeze_pattern_that_matches_nothing_is_refused_with_near_names():
@@ -201,4 +217,5 @@ def test_a_frozen_parameter_gets_no_optimizer_state_and_does_not_change(runs_roo
     assert not torch.equal(after["layers.3.weight"], before["layers.3.weight"])
     groups, state = _groups(run)
     held = sorted(i for g in groups for i in g["params"])
-    assert len(held) == 4 and len(state) == 4  # layers.3.* and layers.6.* only
+    assert len(held) == 4
+    assert len(state) == 4

@@ -85,7 +85,8 @@ def test_prefix_selects_and_strips_and_key_map_renames():
     encoder = Encoder()
     result = load_pretrained(encoder, source, prefix="encoder.")
     assert _same(encoder, source.encoder)
-    assert result.missing_keys == () and result.unexpected_keys == ()  # head.* not selected
+    assert result.missing_keys == ()
+    assert result.unexpected_keys == ()
 
     renamed = {f"backbone.{k}": v for k, v in source.encoder.state_dict().items()}
     net = Classifier()
@@ -108,11 +109,14 @@ def test_a_shape_mismatch_is_refused_naming_the_key_and_nothing_is_copied():
     with pytest.raises(ConfigError) as err:
         load_pretrained(net, source)
     text = str(err.value)
-    assert "head.weight" in text and "(10, 4)" in text and "(5, 4)" in text
+    assert "head.weight" in text
+    assert "(10, 4)" in text
+    assert "(5, 4)" in text
     assert all(torch.equal(before[k], v) for k, v in net.state_dict().items())
     # dropping the head loads the encoder
     result = load_pretrained(net, source, key_map=lambda k: None if k.startswith("head.") else k)
-    assert _same(net.encoder, source.encoder) and "head.weight" in result.missing_keys
+    assert _same(net.encoder, source.encoder)
+    assert "head.weight" in result.missing_keys
 
 
 def test_strict_refuses_missing_and_unexpected_keys_before_copying():
@@ -132,8 +136,8 @@ def test_a_source_that_matches_no_key_is_refused(tmp_path):
         load_pretrained(Classifier(), _pretrained(), prefix="backbone.")
     with pytest.raises(ConfigError, match="no such file"):
         load_pretrained(Classifier(), tmp_path / "missing.safetensors")
+    (tmp_path / "w.npz").write_bytes(b"")
     with pytest.raises(ConfigError, match=r"\.safetensors, \.pt"):
-        (tmp_path / "w.npz").write_bytes(b"")
         load_pretrained(Classifier(), tmp_path / "w.npz")
 
 
@@ -143,7 +147,8 @@ def test_an_nnx_lab_checkpoint_and_model_are_sources(runs_root):
     fresh = f.model(net={"hidden_dims": [32, 16]})
     fresh.net.layers[0].weight.data.zero_()
     result = load_pretrained(fresh, NNCheckpoint.load(run, Checkpoints.LAST))
-    assert _same(fresh.net, trained.net) and result.missing_keys == ()
+    assert _same(fresh.net, trained.net)
+    assert result.missing_keys == ()
     other = f.model()
     load_pretrained(other.net, trained)
     assert _same(other.net, trained.net)
