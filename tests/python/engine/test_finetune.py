@@ -219,3 +219,15 @@ def test_a_frozen_parameter_gets_no_optimizer_state_and_does_not_change(runs_roo
     held = sorted(i for g in groups for i in g["params"])
     assert len(held) == 4
     assert len(state) == 4
+
+
+def test_a_drift_report_of_two_runs_names_the_frozen_set_as_changing_the_id(runs_root):
+    from nnx_lab import drift_report
+
+    plain = f.model().train(f.train_params(runs_root, n_epochs=1))
+    model = f.model()
+    model.freeze("layers.0.*")
+    tuned = model.train(f.train_params(runs_root, n_epochs=1))
+    rows = {r.what: r for r in drift_report(plain, tuned).rows}
+    assert rows["frozen"].changes_run_id is True
+    assert rows["frozen"].now == ["layers.0.weight", "layers.0.bias"]
