@@ -51,7 +51,7 @@ def _read_file(path: Path) -> Mapping[str, Any]:
                 "source",
                 str(path),
                 f"torch.load(weights_only=True) refused it ({type(exc).__name__}); save the "
-                "state_dict only (torch.save(net.state_dict(), path)) or as safetensors",
+                "state_dict alone (a dict of tensors), or save it as safetensors",
             ) from None
         if isinstance(loaded, Mapping) and isinstance(loaded.get("state_dict"), Mapping):
             loaded = loaded["state_dict"]  # the common {"state_dict": ..., "epoch": ...} form
