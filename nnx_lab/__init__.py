@@ -81,6 +81,8 @@ _EXPORTS: dict[str, str] = {
     "NNCheckpoint": "nnx_lab.engine.checkpoint",
     "TrainingState": "nnx_lab.engine.training_state",
     "EarlyStopping": "nnx_lab.engine.handlers",
+    "TensorBoardCallback": "nnx_lab.engine.handlers.tensorboard",
+    "report": "nnx_lab.reports",  # one HTML file of a run (docs/report.md)
     "Callback": "nnx_lab.engine.sinks",
     "TrainingControl": "nnx_lab.engine.events",
     "events": "nnx_lab.engine.events",

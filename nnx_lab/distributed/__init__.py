@@ -21,6 +21,7 @@ from ._ddp import DDP
 from ._group import init_process_group, is_initialized, rank, shutdown, world_size
 from ._launch import LaunchHandle, launch
 from ._loaders import train_loader, validation_loader
+from ._writer_only import writer_only
 
 __all__ = [
     "DDP",
@@ -34,4 +35,5 @@ __all__ = [
     "train_loader",
     "validation_loader",
     "world_size",
+    "writer_only",
 ]

@@ -29,6 +29,7 @@ import torch
 
 from ..errors import NNxError
 from .adapters import forward
+from .aux_loss import detached, with_term
 from .train_step import StepOutput, TrainStep
 
 __all__ = ["Collective", "DistributedTrainStep", "RankFailedError", "rank_failure"]
@@ -138,19 +139,23 @@ class DistributedTrainStep(TrainStep):
         with self._autocast():
             out = forward(self.ddp_net, X)
             total = self._total(out, y)
-        stats, work = self._start_exchange(total, self._weight(out, y))
-        self.updater.backward(total)  # DDP averages: sum over ranks / world
+        weight = self._weight(out, y)
+        stats, work = self._start_exchange(total, weight)
+        term = self._aux() if self._aux is not None else None
+        # DDP averages: sum over ranks / world; the term weighs as this rank's loss does
+        self.updater.backward(with_term(total, term, weight))
         union_sum, union_weight = self._finish_exchange(stats, work)
         self.updater.step(union_weight / self.collective.world_size, step_number=step_number)
         preds = self.task.decode(out.detach()) if self._decode else None
         kept = out.detach().float() if self.keep_outputs else None  # declared metrics
-        return StepOutput((union_sum / union_weight).detach(), preds, y, int(y.shape[0]), kept)
+        loss = (union_sum / union_weight).detach()
+        return StepOutput(loss, preds, y, int(y.shape[0]), kept, detached(term))
 
     def accumulated(
         self, window: list[tuple[torch.Tensor, torch.Tensor]], step_number: int = 0
     ) -> StepOutput:
         self.updater.zero_grad()
-        outs, totals, weights = [], [], []
+        outs, totals, weights, aux_sum = [], [], [], None
         for i, (X, y) in enumerate(window):
             # gradients are synchronized once, on the window's last micro-batch
             sync = i == len(window) - 1
@@ -160,20 +165,26 @@ class DistributedTrainStep(TrainStep):
                     out = forward(self.ddp_net, X)
                     total = self._total(out, y)
                 # weights are known before the exchange: scale after it, unscale nothing
+                weight = self._weight(out, y)
+                term = self._aux() if self._aux is not None else None
                 totals.append(total)
-                weights.append(self._weight(out, y))
+                weights.append(weight)
                 outs.append(out)
+                if term is not None:  # this rank's records: the row-weighted mean term
+                    value = term.value.detach().float() * y.shape[0]
+                    aux_sum = {term.name: value if aux_sum is None else aux_sum[term.name] + value}
                 if not sync:
-                    self.updater.backward(total)
+                    self.updater.backward(with_term(total, term, weight))
         stats, work = self._start_exchange(
             torch.stack([t.detach().float() for t in totals]).sum(), torch.stack(weights).sum()
         )
-        self.updater.backward(totals[-1])
+        self.updater.backward(with_term(totals[-1], term, weight))
         union_sum, union_weight = self._finish_exchange(stats, work)
         self.updater.step(union_weight / self.collective.world_size, step_number=step_number)
         preds = torch.cat([self.task.decode(o.detach()) for o in outs]) if self._decode else None
         kept = torch.cat([o.detach().float() for o in outs]) if self.keep_outputs else None
         y_all = torch.cat([y for _, y in window])
+        aux = None if aux_sum is None else {k: v / y_all.shape[0] for k, v in aux_sum.items()}
         return StepOutput(
-            (union_sum / union_weight).detach(), preds, y_all, int(y_all.shape[0]), kept
+            (union_sum / union_weight).detach(), preds, y_all, int(y_all.shape[0]), kept, aux
         )

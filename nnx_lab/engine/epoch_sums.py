@@ -38,6 +38,8 @@ class EpochSums:
         self.samples = 0
         self.last_record: StepRecord | None = None
         self.batches = 0  # loader batches trained in this epoch
+        self.aux: dict[str, float] = {}  # a network's auxiliary terms, weighted as the loss
+        self.aux_weight = 0.0
 
     def add_outputs(self, out: StepOutput) -> None:
         """One step's raw outputs into the declared metrics' accumulation."""
@@ -53,6 +55,10 @@ class EpochSums:
             if weight:
                 self.loss_sum += rec.loss * weight
                 self.weight += weight
+                if rec.aux:
+                    for name, value in rec.aux.items():
+                        self.aux[name] = self.aux.get(name, 0.0) + value * weight  # type: ignore[operator]
+                    self.aux_weight += weight
                 if first_bad is None and not math.isfinite(rec.loss):
                     first_bad = rec
             self.samples += rec.samples
@@ -81,6 +87,8 @@ class EpochSums:
             "loss": self.loss_sum / self.weight if self.weight else None,
             "samples": self.samples,
         }
+        if self.aux and self.aux_weight:
+            summary["aux"] = {k: v / self.aux_weight for k, v in self.aux.items()}  # type: ignore[assignment]
         task = self.task
         if self.conf is not None:
             summary.update({k: float(v) for k, v in finalize(self.conf, task.kind).items()})
@@ -117,6 +125,8 @@ class EpochSums:
             "confusion": None if conf is None else torch.from_numpy(conf.copy()),
             "sums": None if acc is None or acc.sums is None else acc.sums.detach().cpu().clone(),
             "cats": cats,
+            "aux": dict(self.aux),
+            "aux_weight": self.aux_weight,
         }
 
     def restore(self, saved: dict[str, Any], device: torch.device, *, statistics: bool) -> None:
@@ -128,6 +138,8 @@ class EpochSums:
         self.samples = int(saved["samples"])
         conf = saved.get("confusion")
         self.conf = None if conf is None else conf.numpy().copy()
+        self.aux = {k: float(v) for k, v in (saved.get("aux") or {}).items()}
+        self.aux_weight = float(saved.get("aux_weight") or 0.0)
         acc = self.acc
         if acc is None or saved.get("sums") is None or not statistics:
             return

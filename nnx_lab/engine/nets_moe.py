@@ -1,10 +1,10 @@
 """``Nets.FEED_FWD_MOE``: ``MoENN``, a feed-forward network of mixture-of-experts layers.
 
-The load-balancing term reaches the gradients without the loop knowing of it: each MoE
-layer passes its output through ``_WithAux``, which returns the output unchanged and, in
-the backward pass, adds the gradient of ``coef * term``. Accumulation, precision
-policies and DDP therefore see one ordinary loss. The last forward's term (summed over
-layers, unweighted) is ``net.load_balance_loss``.
+The load-balancing term is a real term of the loss: ``auxiliary_loss()`` hands the training
+step the last training forward's term (summed over layers, with its graph) and its weight
+``load_balance_coef`` (``aux_loss``), and the step adds it to the loss before the backward
+pass, so the fp16 gradient scaler scales it with the loss. The last forward's term,
+detached, is also ``net.load_balance_loss``.
 """
 
 from __future__ import annotations
@@ -12,24 +12,11 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from .aux_loss import AuxTerm
 from .moe_params import NNMoEParams
 from .nets import activation_module
 
 __all__ = ["MoENN"]
-
-
-class _WithAux(torch.autograd.Function):
-    """Identity on ``out``; backward also sends ``coef`` into ``aux``'s graph."""
-
-    @staticmethod
-    def forward(ctx, out: torch.Tensor, aux: torch.Tensor, coef: float) -> torch.Tensor:
-        ctx.coef, ctx.aux_shape = coef, aux.shape
-        return out.view_as(out)
-
-    @staticmethod
-    def backward(ctx, grad: torch.Tensor):
-        aux_grad = torch.full(ctx.aux_shape, ctx.coef, dtype=grad.dtype, device=grad.device)
-        return grad, aux_grad, None
 
 
 class _MoELayer(nn.Module):
@@ -47,6 +34,7 @@ class _MoELayer(nn.Module):
         )
         self.drop = nn.Dropout(p.dropout_prob)
         self.last_balance = torch.zeros(())
+        self.last_term: torch.Tensor | None = None  # with its graph: a training forward's
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         probs = self.router(x).float().softmax(-1)  # (rows, experts)
@@ -55,8 +43,9 @@ class _MoELayer(nn.Module):
         out = torch.zeros_like(x)
         for e, expert in enumerate(self.experts):
             rows, slot = (chosen == e).nonzero(as_tuple=True)
-            if rows.numel():
-                out.index_add_(0, rows, expert(x[rows]) * gates[rows, slot, None])
+            # an expert no row chose still runs (on no rows): its parameters then take
+            # part in the backward pass, which DDP requires of every parameter each step
+            out.index_add_(0, rows, expert(x[rows]) * gates[rows, slot, None])
         n = probs.shape[-1]
         # Switch Transformer's term: rows routed (first choice) times mean router mass
         share = torch.zeros(n, device=x.device).index_add_(
@@ -64,10 +53,8 @@ class _MoELayer(nn.Module):
         ) / max(chosen.shape[0], 1)
         balance = n * (share * probs.mean(0)).sum()
         self.last_balance = balance.detach()
-        y = x + self.drop(out)
-        if self.training and self.coef > 0 and torch.is_grad_enabled():
-            y = _WithAux.apply(y, balance, self.coef)
-        return y
+        self.last_term = balance if self.training and torch.is_grad_enabled() else None
+        return x + self.drop(out)
 
 
 class MoENN(nn.Module):
@@ -83,6 +70,14 @@ class MoENN(nn.Module):
     def load_balance_loss(self) -> torch.Tensor:
         """The last forward's load-balancing term (1.0 is perfectly balanced)."""
         return sum((layer.last_balance for layer in self.layers), torch.zeros(()))
+
+    def auxiliary_loss(self) -> AuxTerm | None:
+        """The last training forward's term for the training step (None after an
+        evaluation forward)."""
+        terms = [layer.last_term for layer in self.layers]
+        if any(t is None for t in terms):
+            return None
+        return AuxTerm("load_balance", sum(terms[1:], terms[0]), self.layers[0].coef)  # type: ignore[arg-type]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = self.inp(x)

@@ -343,6 +343,7 @@ def _assemble(
                 bus.emit,
                 gone=recorder.gone_reason,
                 best_at=None if resume is None else resume.best_at,
+                phases=params.save_phase_checkpoints,
             )
         )
         bus.add(RunEndRecord(recorder, loop))  # after the policy: the end once saved

@@ -10,6 +10,7 @@ are summed across the ranks before they are finalized.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -57,6 +58,7 @@ class StepBuffer:
         self.targets: list[torch.Tensor] = []
         self.packs: list[torch.Tensor] = []
         self.meta: list[tuple[int, int, int, float, int]] = []  # step, epoch, batch, lr, n
+        self.aux: list[dict[str, torch.Tensor]] = []  # a network's auxiliary terms (aux_loss)
 
     def __len__(self) -> int:
         return len(self.meta)
@@ -70,8 +72,30 @@ class StepBuffer:
             assert out.outputs is not None
             self.packs.append(self.scorer.pack(out.outputs, out.targets)[0])
         self.meta.append((step, epoch, batch, lr, out.rows))
+        if out.aux is not None:
+            self.aux.append(out.aux)
 
     def drain(self) -> tuple[list[StepRecord], np.ndarray | None, list[float]]:
+        """``_drain``'s records, each with its step's auxiliary terms (``aux``)."""
+        if not self.aux or len(self.aux) != len(self.meta):
+            return self._drain()
+        aux = self._aux_values()
+        records, conf, weights = self._drain()
+        return [replace(r, aux=a) for r, a in zip(records, aux, strict=True)], conf, weights
+
+    def _aux_values(self) -> list[dict[str, float]]:
+        """Each step's terms read back at once; in a data-parallel run, the union's
+        row-weighted mean (one more small all-reduce per read-back, only for such nets)."""
+        names = list(self.aux[0])
+        values = torch.stack([torch.stack([a[n] for n in names]) for a in self.aux])
+        if self.reduce is not None:
+            rows = torch.tensor([float(m[4]) for m in self.meta], device=values.device)
+            packed = torch.cat([values * rows[:, None], rows[:, None]], dim=1)
+            packed = self.reduce(packed)
+            values = packed[:, :-1] / packed[:, -1:].clamp_min(1.0)
+        return [dict(zip(names, row, strict=True)) for row in values.tolist()]
+
+    def _drain(self) -> tuple[list[StepRecord], np.ndarray | None, list[float]]:
         """Records for the buffered steps, their summed confusion, and each step's weight
         in the epoch's mean loss.
 

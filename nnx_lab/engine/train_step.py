@@ -16,6 +16,7 @@ import torch
 
 from ..errors import NonFiniteLossError
 from .adapters import forward
+from .aux_loss import aux_source, detached, with_term
 from .losses import LossFn
 from .precision import ResolvedPrecision
 from .tasks import Task
@@ -33,6 +34,7 @@ class StepOutput:
     targets: torch.Tensor
     rows: int
     outputs: torch.Tensor | None = None  # raw outputs, detached (only when metrics need them)
+    aux: dict[str, torch.Tensor] | None = None  # a network's auxiliary terms (aux_loss)
 
 
 class TrainStep:
@@ -63,6 +65,7 @@ class TrainStep:
         self.guard_loss = False
         self._flag: torch.Tensor | None = None  # pinned host copy of the finite flag (CUDA)
         self._flag_ready: Any = None
+        self._aux = aux_source(net)  # a term the network adds to the loss (aux_loss)
 
     def _guard_start(self, loss: torch.Tensor) -> float | None:
         """Begin the check of ``loss``; ``_guard_end`` finishes it before the update.
@@ -104,17 +107,17 @@ class TrainStep:
         with self._autocast():
             out = forward(self.forward_net, X)
             loss = self.loss(out, y)
+        term = self._aux() if self._aux is not None else None
         if self.guard_loss:
             checked = self._guard_start(loss)
-            self.updater.backward(loss)
+            self.updater.backward(with_term(loss, term))
             self._guard_end(checked, loss, y)
         else:
-            self.updater.backward(loss)
+            self.updater.backward(with_term(loss, term))
         self.updater.step(step_number=step_number)
         preds = self.task.decode(out.detach()) if self._decode else None
-        if self.keep_outputs:
-            return StepOutput(loss.detach(), preds, y, int(y.shape[0]), out.detach().float())
-        return StepOutput(loss.detach(), preds, y, int(y.shape[0]))
+        kept = out.detach().float() if self.keep_outputs else None
+        return StepOutput(loss.detach(), preds, y, int(y.shape[0]), kept, detached(term))
 
     def accumulated(
         self, window: list[tuple[torch.Tensor, torch.Tensor]], step_number: int = 0
@@ -129,17 +132,24 @@ class TrainStep:
             valid = sum(loss_fn.valid_targets(y) for _, y in window)
             total = valid.clamp_min(1).to(torch.float32)  # type: ignore[union-attr]
         loss_sum = torch.zeros((), device=self.device, dtype=torch.float32)
-        preds, outs = [], []
+        preds, outs, aux_sum = [], [], None
         for X, y in window:
             with self.precision.autocast():
                 out = forward(net, X)
                 part = loss_fn.total(out, y) if by_target else loss_fn(out, y) * y.shape[0]
+            term = self._aux() if self._aux is not None else None
+            if term is not None:  # weighed as the micro-batch's loss: valid targets or rows
+                weight = loss_fn.valid_targets(y) if by_target else y.shape[0]
+                value = term.value.detach().float() * weight
+                aux_sum = {term.name: value if aux_sum is None else aux_sum[term.name] + value}
+            # the log's loss is the task loss alone: the term is recorded beside it
+            trained = part if term is None else with_term(part, term, weight)
             if self.guard_loss:
                 checked = self._guard_start(part)
-                self.updater.backward(part)
+                self.updater.backward(trained)
                 self._guard_end(checked, part, y)
             else:
-                self.updater.backward(part)
+                self.updater.backward(trained)
             loss_sum = loss_sum + part.detach().float()
             if self._decode:
                 preds.append(self.task.decode(out.detach()))
@@ -153,4 +163,5 @@ class TrainStep:
             y_all,
             int(y_all.shape[0]),
             torch.cat(outs) if outs else None,
+            None if aux_sum is None else {k: v / total for k, v in aux_sum.items()},
         )

@@ -8,6 +8,7 @@ runs through ``nnx_lab.engine`` and reads them through here.
 """
 
 from ._atomic import atomic_write_bytes, atomic_write_json, atomic_write_yaml, file_lock, read_json
+from ._bundle_read import BundleContents, max_bundle_bytes, read_bundle, read_manifest
 from ._compare import (
     ABSENT,
     ACTIONS,
@@ -96,6 +97,13 @@ from ._records import (
     writer_identity,
 )
 from ._schema import SchemaError, parse_json
+from ._schemas.bundle import (
+    BUNDLE_FORMAT,
+    BUNDLE_PATH,
+    MANIFEST_FILE,
+    BundleFileError,
+    BundleManifestFile,
+)
 from ._schemas.data import (
     SplitFileError,
     SplitManifestFile,
@@ -112,6 +120,8 @@ __all__ = [
     "ABSENT",
     "ACTIONS",
     "BINDING_FILE",
+    "BUNDLE_FORMAT",
+    "BUNDLE_PATH",
     "CHUNK_BYTES",
     "ENVIRONMENT_KEYS",
     "FOLLOW_ENDINGS",
@@ -120,6 +130,7 @@ __all__ = [
     "HEARTBEAT_S",
     "HOOKS",
     "INTERRUPTED",
+    "MANIFEST_FILE",
     "PLAN_FILE",
     "PLAN_FORMAT",
     "PROVENANCE_FILE",
@@ -129,6 +140,9 @@ __all__ = [
     "STALE_AFTER_S",
     "STOP_REQUEST",
     "TENSORS_FILE",
+    "BundleContents",
+    "BundleFileError",
+    "BundleManifestFile",
     "CalibratorFile",
     "CheckpointFileError",
     "CheckpointWritten",
@@ -193,6 +207,7 @@ __all__ = [
     "iter_jsonl",
     "list_runs",
     "locate_run",
+    "max_bundle_bytes",
     "metadata_lock",
     "metadata_row",
     "parse_json",
@@ -200,10 +215,12 @@ __all__ = [
     "parse_record",
     "problem",
     "quick_event",
+    "read_bundle",
     "read_file",
     "read_json",
     "read_json_file",
     "read_jsonl",
+    "read_manifest",
     "read_plain",
     "read_plan_file",
     "read_plan_json",

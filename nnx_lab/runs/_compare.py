@@ -42,6 +42,7 @@ RUN_KNOBS = (
     "log_every",
     "checkpoint_every_s",
     "stop_on_nonfinite",
+    "save_phase_checkpoints",
     "name",
 )
 

@@ -131,6 +131,8 @@ class StepRecord:
     valid: int | None = None  # targets scored
     metrics: dict[str, float | None] | None = None  # registry metrics (mse, mae, ...)
     extra: dict[str, Any] | None = None  # extra_metrics values, called on this step's batch
+    # A network's auxiliary terms, unweighted (a MoE's "load_balance"); None, and absent, else.
+    aux: dict[str, float | None] | None = None
 
 
 @dataclass(frozen=True)
@@ -175,7 +177,7 @@ class CheckpointWritten(Event):
     kind: ClassVar[str] = "checkpoint_written"
     hook: ClassVar[str] = "on_checkpoint_written"
 
-    type: str  # "last" | "best"
+    type: str  # "last" | "best" | a phase: "first" | "q1" | "q2" | "q3"
     epoch: int
     step: int
     path: str

@@ -89,14 +89,15 @@ def add_steps(series: BucketSeries, records: tuple[StepRecord, ...]) -> list[flo
 
 def epoch_values(event: EpochEnded) -> dict[str, float]:
     """An epoch's values as flat series columns: ``train.<name>`` / ``val.<name>`` for
-    record fields and registry metrics alike (``metrics`` is flattened; counts are
-    left out), and ``monitor`` for a declared monitor's value (NaN: unavailable)."""
+    record fields, registry metrics and a network's auxiliary terms alike (``metrics``
+    and ``aux`` are flattened: ``train.load_balance``; counts are left out), and
+    ``monitor`` for a declared monitor's value (NaN: unavailable)."""
     out: dict[str, float] = {}
     for part, values in (("train", event.train), ("val", event.val)):
         for name, value in (values or {}).items():
             if name in NOT_METRICS or name == "extra":
                 continue
-            if name == "metrics" and isinstance(value, dict):
+            if name in ("metrics", "aux") and isinstance(value, dict):  # aux: a MoE's term
                 for metric, v in value.items():
                     out[f"{part}.{metric}"] = math.nan if v is None else float(v)
                 continue

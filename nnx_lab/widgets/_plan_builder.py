@@ -44,7 +44,7 @@ from ._plan_form import (
     sections_of,
     size_problems,
 )
-from ._plan_net_form import CONFIG, PARAMS, NetForm, form_fields, net_edit, net_form, net_label
+from ._plan_net_form import NetForm, form_fields, net_change, net_form, net_label
 
 __all__ = ["PlanBuilder"]
 
@@ -139,6 +139,7 @@ class PlanBuilder(PlanBuilderFits, NNxWidget):
         self._id_compute = threading.Lock()  # one computation at a time (global RNG)
         self._id_plan: ExperimentPlan | None = None  # the plan run_id belongs to
         self._editing: str | None = None
+        self._net_memory: dict[str, Any] = {}  # network values by name, across kind swaps
         self._closed = False
         self.launched: Any = None  # the LaunchHandle of the last Fit with processes > 1
         self._ready = False
@@ -177,9 +178,10 @@ class PlanBuilder(PlanBuilderFits, NNxWidget):
             ]
             if self._editing is None:  # another plan: what was typed no longer applies
                 self.drafts, self.errors = {}, {}
-            else:
-                self.drafts = {k: v for k, v in self.drafts.items() if k != self._editing}
-                self.errors = {k: v for k, v in self.errors.items() if k != self._editing}
+            else:  # and a field another network kind showed is gone with it
+                keep = self._index.keys() - {self._editing}
+                self.drafts = {k: v for k, v in self.drafts.items() if k in keep}
+                self.errors = {k: v for k, v in self.errors.items() if k in keep}
             self._update_branch_list()
         self._request_run_id(plan, problems)
 
@@ -210,10 +212,8 @@ class PlanBuilder(PlanBuilderFits, NNxWidget):
             plan = self.plan
             if path == "model.net" and value == net_label(plan.value("model.net")):
                 return Problems()  # the spec or params it holds, chosen again
-            if path.startswith((PARAMS, CONFIG)):
-                edited, problems = net_edit(plan, path, value)
-            else:
-                edited, problems = None, form_problems(f, value) or plan.check(path, value)
+            change = net_change(plan, path, value, self._net_memory)
+            edited, problems = change or (None, form_problems(f, value) or plan.check(path, value))
             if not problems and f.section == "net":
                 after = edited if edited is not None else plan.with_value(path, value)
                 problems = size_problems(path, value, after)

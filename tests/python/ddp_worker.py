@@ -17,15 +17,20 @@ sys.path.insert(0, str(Path(__file__).parent))
 import engine_factories as f
 
 from nnx_lab import (
+    Losses,
     MetricSpec,
     MonitorSpec,
+    Nets,
+    NNConvParams,
     NNModel,
     NNModelParams,
+    NNMoEParams,
     NNOptimParams,
     NNParamGroupSpec,
     NNTrainParams,
     distributed,
 )
+from nnx_lab.example_data import digits_images
 
 
 def data(n_train: int, n_val: int):
@@ -34,6 +39,43 @@ def data(n_train: int, n_val: int):
     X = torch.randn(n_train, 8, generator=g)
     Xv = torch.randn(n_val, 8, generator=g)
     return TensorDataset(X, (X @ w).argmax(1)), TensorDataset(Xv, (Xv @ w).argmax(1))
+
+
+class SeenRows(TensorDataset):
+    """A TensorDataset that notes the rows it hands out (which rank saw which row), one
+    list per epoch (``on_epoch_started``) after one for the reads before training."""
+
+    def __init__(self, *tensors: torch.Tensor) -> None:
+        super().__init__(*tensors)
+        self.seen: list[list[int]] = [[]]
+
+    def __getitem__(self, index: int):
+        self.seen[-1].append(int(index))
+        return super().__getitem__(index)
+
+    def on_epoch_started(self, event) -> None:
+        self.seen.append([])
+
+
+def images(n_train: int, n_val: int):
+    """The digits as (N, 1, 8, 8) images: the first n_train rows train, the next validate."""
+    X, y = digits_images()
+    train = SeenRows(X[:n_train], y[:n_train])
+    return train, TensorDataset(X[n_train : n_train + n_val], y[n_train : n_train + n_val])
+
+
+def network(kind: str, precision: str | None) -> NNModel:
+    if kind == "conv":
+        conv = NNConvParams(output_dim=10, in_channels=1, image_size=8, conv_channels=(4, 8))
+        params = NNModelParams(net=Nets.CONV, loss=Losses.CROSS_ENTROPY, precision=precision)
+        return NNModel(conv, params)
+    if kind == "moe":
+        moe = NNMoEParams(input_dim=8, output_dim=3, num_experts=3, top_k=1, hidden_dim=8)
+        params = NNModelParams(net=Nets.FEED_FWD_MOE, precision=precision)
+        return NNModel(moe, params)
+    return NNModel(
+        net_params=f.net_params(dropout_prob=0.0), params=NNModelParams(precision=precision)
+    )
 
 
 def main() -> None:
@@ -54,15 +96,24 @@ def main() -> None:
     ap.add_argument("--declared", action="store_true", help="declared metrics and a monitor")
     ap.add_argument("--finetune", action="store_true", help="a frozen layer and two rules")
     ap.add_argument("--fail-on-rank1", action="store_true", help="rank 1 raises at epoch 1's end")
+    ap.add_argument("--net", default="mlp", choices=("mlp", "conv", "moe"))
     args = ap.parse_args()
     torch.set_num_threads(1)
     if not args.single:
         distributed.init_process_group()
-    train_set, val_set = data(args.n_train, args.n_val)
-    model = NNModel(
-        net_params=f.net_params(dropout_prob=0.0),
-        params=NNModelParams(precision=args.precision),
+    train_set, val_set = (images if args.net == "conv" else data)(args.n_train, args.n_val)
+    model = network(args.net, args.precision)
+    shapes: set[tuple[int, ...]] = set()  # the input shapes the network trained on
+    model.net.register_forward_pre_hook(
+        lambda module, inputs: shapes.add(tuple(inputs[0].shape)) if module.training else None
     )
+    local_aux: list[float] = []  # a MoE's term on this rank's rows, per training forward
+    if args.net == "moe":
+        model.net.register_forward_hook(
+            lambda module, i, o: (
+                local_aux.append(float(module.load_balance_loss)) if module.training else None
+            )
+        )
     optim = NNOptimParams(max_lr=1e-2, grad_clip_norm=1.0)
     if args.finetune:
         model.freeze("layers.0.*")
@@ -90,7 +141,7 @@ def main() -> None:
             monitor=MonitorSpec("auroc", min_delta=1e-3),
             extra_metrics={"rows": lambda y_true, y_pred: float(len(y_true))},
         )
-    callbacks = []
+    callbacks = [train_set] if isinstance(train_set, SeenRows) else []
     if args.stop_after:
 
         class StopOnRankZero:
@@ -141,10 +192,27 @@ def main() -> None:
             {k: v for k, v in e.items() if k not in ("seconds", "time")} for e in run.epochs
         ],
         "extra": [p.train_edp.extra for p in run.idps],
+        "aux": [p.get("aux") for p in _step_lines(run)],
+        "shapes": sorted(shapes),
+        "seen": getattr(train_set, "seen", None),
+        "local_aux": local_aux,
     }
+    if args.net != "mlp":  # after the fit: predict and evaluate on each rank alone
+        X_val = val_set.tensors[0]
+        record["predict"] = model.predict(X_val).logits.tolist()
+        ev = model.evaluate(torch.utils.data.DataLoader(val_set, batch_size=8))
+        record["evaluate"] = {"loss": ev.loss, "accuracy": ev.accuracy, "samples": ev.samples}
     with open(f"{args.out}.{os.getpid()}", "w") as fh:
         json.dump(record, fh)
     distributed.shutdown()
+
+
+def _step_lines(run) -> list[dict]:
+    log = Path(run.run_dir) / "metrics.jsonl" if run.run_dir is not None else None
+    if log is None or not log.exists():  # a rank other than 0 writes no run directory
+        return []
+    lines = (json.loads(line) for line in log.read_text().splitlines())
+    return [line for line in lines if line["event"] == "step"]
 
 
 if __name__ == "__main__":

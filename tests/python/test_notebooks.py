@@ -130,6 +130,12 @@ def test_notebook_runs_headless(path: Path, tmp_path: Path, monkeypatch: pytest.
             r"val=\d+ \(\d+%\), test=\d+ \(\d+%\); train target [\d.]+ \.\. [\d.]+",
             text,
         ), text
+    if path.name == "images_cnn.ipynb":
+        # the MLP and the CNN raced in one monitor, each its own run, and both learned
+        raced = re.findall(r"^(MLP|CNN): validation error ([\d.]+) \(run (\w{8})\)$", text, re.M)
+        assert [name for name, _, _ in raced] == ["MLP", "CNN"], text
+        assert len({run for _, _, run in raced}) == 2, text
+        assert all(float(error) < 0.2 for _, error, _ in raced), text  # chance: 0.9
     if path.name == "plans_and_drift.ipynb":
         # the form refused a value and kept its plan
         assert "train.optim.max_lr=-1: pass a learning rate > 0" in text, text
@@ -155,6 +161,8 @@ def test_notebook_runs_headless(path: Path, tmp_path: Path, monkeypatch: pytest.
         _check_calibration_notebook(text, workdir)
     if path.name == "custom_training.ipynb":
         _check_finetuning_section(text)
+    if path.name == "share_a_run.ipynb":
+        _check_share_notebook(text, workdir)
     if path.name in STOP_CELLS:
         match = STOPPED.search(text)
         assert match, text
@@ -195,3 +203,18 @@ def _check_calibration_notebook(text: str, workdir: Path) -> None:
     policy = AbstentionPolicy.load(workdir / "digits_policy.json")
     assert policy.calibrated
     assert policy.risk_ceiling == 0.01
+
+
+def _check_share_notebook(text: str, workdir: Path) -> None:
+    """The bundle rebuilds bit for bit and resumes; TensorBoard and the report exist."""
+    from nnx_lab.bundles import validate_bundle
+
+    assert "bit for bit: True" in text, text
+    resumed = re.search(r"resumed run (\w+) from (\w+) at epoch 5", text)
+    assert resumed, text
+    child, parent = resumed.groups()
+    assert validate_bundle(workdir / "wine_bundle.zip").run_id == parent
+    assert (workdir / "elsewhere" / child / "checkpoints" / "last.json").is_file()
+    assert {p.name for p in (workdir / "tb_logs").iterdir()} == {child, parent}
+    report = (workdir / "wine_report.html").read_text()
+    assert f"Against parent {parent}" in report

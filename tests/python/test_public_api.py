@@ -116,6 +116,9 @@ EXPECTED = {
     "set_seed",
     # issue 23: the switch of the batched fast path for tensor data
     "set_fast_batches",
+    # issue 27: §2.8
+    "TensorBoardCallback",
+    "report",
     # issue 24: fine-tuning (§3.1)
     "LoadPretrainedResult",
     "NNParamGroupSpec",

@@ -71,9 +71,9 @@ class JsonlLogger:
             self._fd = None
 
 
-# Written only when set (a declared task's or extra_metrics' records), so a line without
-# them is byte for byte what older versions wrote.
-_OPTIONAL = ("valid", "metrics", "extra")
+# Written only when set (a declared task's, extra_metrics' or a network's auxiliary terms'
+# records), so a line without them is byte for byte what older versions wrote.
+_OPTIONAL = ("valid", "metrics", "extra", "aux")
 _STEP_FIELDS = tuple(f.name for f in fields(StepRecord) if f.name not in _OPTIONAL)
 
 
@@ -92,7 +92,7 @@ def _json_number(x: float | int | None) -> str:
 
 def _step_line(record: StepRecord) -> str:
     body = ",".join(f'"{n}":{_json_number(getattr(record, n))}' for n in _STEP_FIELDS)
-    if record.valid is not None or record.metrics is not None or record.extra is not None:
+    if any(getattr(record, n) is not None for n in _OPTIONAL):
         more = {n: getattr(record, n) for n in _OPTIONAL if getattr(record, n) is not None}
         body += "," + json.dumps(more, allow_nan=True)[1:-1]
     return f'{{"event":"step",{body}}}\n'

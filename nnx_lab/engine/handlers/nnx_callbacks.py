@@ -24,6 +24,7 @@ from ..events import (
     TrainingControl,
 )
 from ..sinks import LIFECYCLE, NNX_HOOKS, check_callback, overrides
+from .early_stopping import EarlyStopping
 
 __all__ = ["TrainingContext", "adapt_callbacks"]
 
@@ -119,6 +120,12 @@ class _LegacyCallable:
         self.fn(self.ctx.idps)
 
 
+def _early_stopping_own(cb: Any, hook: str) -> bool:
+    """EarlyStopping's own NNx hook (the run drives it through its events, not twice)."""
+    own = getattr(EarlyStopping, hook, None)
+    return own is not None and getattr(type(cb), hook, None) is own
+
+
 def adapt_callbacks(callbacks: Sequence[Any], model: Any, run: Any) -> list[Any]:
     """The sinks to attach for ``callbacks``: nnx-lab sinks as they are, NNx-style
     callbacks and legacy callables adapted. Each object is checked first."""
@@ -126,7 +133,7 @@ def adapt_callbacks(callbacks: Sequence[Any], model: Any, run: Any) -> list[Any]
     for cb in callbacks:
         check_callback(cb)
         own = any(callable(getattr(cb, h, None)) for h in HOOKS)
-        nnx = any(overrides(cb, h) for h in NNX_HOOKS)
+        nnx = any(overrides(cb, h) and not _early_stopping_own(cb, h) for h in NNX_HOOKS)
         if nnx:
             sinks.append(_NNxHooks(cb, TrainingContext(model, run)))
             if own:
