@@ -18,12 +18,13 @@ import difflib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from ..errors import DIFFERENCES_DOC, ConfigError
 from .params_base import FLOAT32_MAX, Params, finite, set_field
+
+if TYPE_CHECKING:  # the params (and so the widgets that show them) import without torch
+    import torch
 
 __all__ = [
     "DEFAULT_RULE",
