@@ -1,7 +1,7 @@
 // TrainingMonitor's view: the header (header.js), the toolbar (toolbar.js), the loss,
 // epoch and learning-rate charts (charts.js) with hover readouts (readouts.js), the
 // paged epoch table (epochs.js), a race of several runs (race.js) and the exports
-// (export.js). The state lives in the kernel: the view says hello and receives the
+// (export.js); a composite loss's terms and each optimizer's lr (terms.js). The state lives in the kernel: the view says hello and receives the
 // series (shared/transport.js); this class wires the traits to what they redraw.
 import { h } from "../shared/dom.js";
 import { PagedTable } from "../shared/table.js";
@@ -96,6 +96,8 @@ export class MonitorView extends SeriesView {
       this.root.dataset.mode = race ? "race" : "run";
       this.raceTable.root.hidden = !race;
       this.lossLegend.hidden = race;
+      this.termsControl.hidden = race || this._parts.terms.length === 0;
+      this.lrLegend.hidden = race || this._parts.lrs.length === 0;
       this.epochLegend.hidden = race;
       this.raceLegend.hidden = !race;
       this.raceLegend.replaceChildren(

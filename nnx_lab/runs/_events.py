@@ -133,6 +133,10 @@ class StepRecord:
     extra: dict[str, Any] | None = None  # extra_metrics values, called on this step's batch
     # A network's auxiliary terms, unweighted (a MoE's "load_balance"); None, and absent, else.
     aux: dict[str, float | None] | None = None
+    # An objective's loss terms by name (a VAE's "recon" and "kl"); None, and absent, else.
+    terms: dict[str, float | None] | None = None
+    # Each optimizer's learning rate by name (the Trainer's "G" and "D"); None, and absent, else.
+    lrs: dict[str, float] | None = None
 
 
 @dataclass(frozen=True)

@@ -125,10 +125,11 @@ class BucketSeries:
             if p.name not in (self.weight, self.bad) and not p.name.endswith((":min", ":max"))
         ]
 
-    def add_value(self, name: str) -> None:
-        """A new MEAN value column (a metric first seen after the first rows)."""
+    def add_value(self, name: str, reduce: Reduce = Reduce.MEAN) -> None:
+        """A new float column (a metric first seen after the first rows): MEAN with its
+        :min / :max partners, or LAST (a second optimizer's learning rate)."""
         self._drain()
-        self._add_column(ColumnSpec(name, "float32", Reduce.MEAN))
+        self._add_column(ColumnSpec(name, "float32", reduce))
         self._dirty_from = 0  # the views' rows lack the column: resend them all
 
     def has(self, name: str) -> bool:
