@@ -2,6 +2,8 @@ import { afterEach, describe, expect, it } from "vitest";
 import { MonitorView } from "../../js/monitor/view.js";
 import { legendsShown } from "../../js/monitor/charts.js";
 import { stepParts, termColumns } from "../../js/monitor/terms.js";
+import { RunState } from "../../js/lab/run_state.js";
+import { runLog } from "./lab_helpers.js";
 import { byTestId, disposeView, epochColumns, fakeModel, op, settle, snapshot, stepColumns, testHost, update } from "./helpers.js";
 
 const el = testHost();
@@ -118,5 +120,24 @@ describe("TrainingMonitor view: composite losses", () => {
     expect(view.lossChart.plot.series.slice(5).map((s) => s.label)).toEqual(["recon", "kl", "load_balance (aux)"]);
     expect(view.lossChart.plot.data[0]).toHaveLength(6);
     expect(view.lrChart.plot.series.map((s) => s.label)).toEqual(["step", "lr"]);
+  });
+
+  it("the runs panel's state reads the same columns from a log's lines", () => {
+    const lines = runLog({ steps: 4, perEpoch: 2 }).map((l) => {
+      if (l.event === "step") return { ...l, terms: { recon: 2 / l.step, kl: l.step === 3 ? null : 0.1 }, lrs: { G: 0.01, D: 0.002 } };
+      if (l.event === "epoch_ended") return { ...l, train: { ...l.train, terms: { recon: 1.5, loss: 9 }, aux: { load_balance: 0.5 } } };
+      return l;
+    });
+    const s = new RunState();
+    s.apply(lines);
+    expect(stepParts(s.steps).terms.map((t) => t.label)).toEqual(["recon", "kl"]);
+    expect(stepParts(s.steps).lrs.map((t) => t.label)).toEqual(["lr G", "lr D"]);
+    expect(Array.from(s.steps.column("term.recon"))).toEqual([2, 1, 2 / 3, 0.5]);
+    expect(Number.isNaN(s.steps.column("term.kl")[2])).toBe(true);
+    expect(s.steps.has("lr.G:min")).toBe(false);
+    expect(Array.from(s.epochs.column("train.recon"))).toEqual([1.5, 1.5]);
+    expect(Array.from(s.epochs.column("train.term.loss"))).toEqual([9, 9]);
+    expect(Array.from(s.epochs.column("train.loss"))).toEqual([2, 1]);
+    expect(Array.from(s.epochs.column("train.load_balance"))).toEqual([0.5, 0.5]);
   });
 });
