@@ -33,7 +33,15 @@ from ._monitor_figures import MonitorFigures
 from ._monitor_jobs import MonitorJobs
 from ._monitor_progress import RunProgress
 from ._monitor_replay import MonitorReplay
-from ._monitor_series import add_epoch, add_steps, epoch_rows, epoch_series, finite, step_series
+from ._monitor_series import (
+    STEP_PREFIXES,
+    add_epoch,
+    add_steps,
+    epoch_rows,
+    epoch_series,
+    finite,
+    step_series,
+)
 from ._monitor_text import MonitorText
 from ._protocol import STATUSES
 from ._race import LANE_EPOCHS, LANE_POINTS, LaneHost, RaceLane
@@ -206,6 +214,7 @@ class TrainingMonitor(MonitorJobs, MonitorReplay, MonitorText, MonitorFigures, N
     def _reset_run_state(self) -> None:
         with self._lock:
             self._steps.clear()
+            self._steps.drop_values(STEP_PREFIXES)  # the last run's terms and optimizers
             self._epochs.clear()
             self._finished = False
             self._progress = RunProgress()

@@ -18,6 +18,8 @@ from ._series import BucketSeries, ColumnSpec, Reduce
 __all__ = [
     "MONITOR_KEY",
     "NOT_METRICS",
+    "STEP_PARTS",
+    "STEP_PREFIXES",
     "add_epoch",
     "add_steps",
     "epoch_rows",
@@ -80,6 +82,7 @@ STEP_PARTS = (
     ("aux", "aux.", Reduce.MEAN),
     ("lrs", "lr.", Reduce.LAST),
 )
+STEP_PREFIXES = tuple(prefix for _, prefix, _ in STEP_PARTS)
 
 
 def _named_columns(series: BucketSeries, records: tuple[StepRecord, ...]) -> dict[str, list]:

@@ -118,6 +118,9 @@ class BucketSeries:
             fill = np.nan if part.dtype == "float32" else 0
             self.data[part.name] = np.full(self.capacity, fill, dtype=_DTYPES[part.dtype])
             self.specs.append(part)
+        self._refresh_inputs()
+
+    def _refresh_inputs(self) -> None:
         # the columns extend() takes raw values for (the others are derived)
         self._inputs = [
             (p.name, np.nan if p.dtype == "float32" else 0)
@@ -131,6 +134,19 @@ class BucketSeries:
         self._drain()
         self._add_column(ColumnSpec(name, "float32", reduce))
         self._dirty_from = 0  # the views' rows lack the column: resend them all
+
+    def drop_values(self, prefixes: tuple[str, ...]) -> None:
+        """Remove the value columns named with one of ``prefixes`` (a new run in the same
+        monitor holds none of the last run's loss terms); the views get the new schema."""
+        self._drain()
+        gone = [s.name for s in self.specs if s.name.startswith(prefixes)]
+        if not gone:
+            return
+        for name in gone:
+            del self.data[name]
+        self.specs = [s for s in self.specs if s.name not in gone]
+        self._refresh_inputs()
+        self._dirty_from = 0
 
     def has(self, name: str) -> bool:
         return name in self.data

@@ -169,3 +169,19 @@ def test_terms_survive_decimation_as_means_and_lrs_as_the_last_value():
     assert s["term.recon:max"][-1] == pytest.approx(max(want), rel=1e-5)
     assert s["lr.D"][-1] == pytest.approx(0.01 / 4, rel=1e-6)
     m.close()
+
+
+def test_a_new_run_in_the_same_monitor_drops_the_last_runs_terms():
+    m = TrainingMonitor()
+    fe = FakeFrontend(m)
+    fe.hello()
+    feed(m, composite_run(n_epochs=1, steps_per_epoch=4))
+    assert "term.recon" in m.series()
+    fe.clear()
+    feed(m, scripted_run(run_id="8" * 32, n_epochs=1, steps_per_epoch=4))
+    assert not [k for k in m.series() if k.startswith(("term.", "aux.", "lr."))]
+    sent = [FakeFrontend.decode(c, b) for c, b in fe.custom_with_buffers() if "ops" in c]
+    last_steps = [d["steps"] for d in sent if "steps" in d][-1]
+    assert "term.recon" not in last_steps
+    assert list(last_steps["loss"]) == pytest.approx([1.0, 0.5, 1 / 3, 0.25])
+    m.close()
