@@ -36,7 +36,9 @@ function composite(from, to, { lrs = true } = {}) {
 async function shown(model, steps) {
   view = new MonitorView(model, el);
   const hello = model.lastHello();
-  const s = snapshot(hello.view, hello.req, 1, [op("steps", 0, steps), op("epochs", 0, epochColumns(1, 2))]);
+  const epochs = epochColumns(1, 2);
+  for (const name of ["train.recon", "train.kl"]) for (const suffix of ["", ":min", ":max"]) epochs[name + suffix] = ["float32", [0.5, 0.25]];
+  const s = snapshot(hello.view, hello.req, 1, [op("steps", 0, steps), op("epochs", 0, epochs)]);
   model.custom(s.content, s.buffers);
   await settle();
   return view;
@@ -78,6 +80,10 @@ describe("TrainingMonitor view: composite losses", () => {
     expect(legendText).toEqual(expect.arrayContaining(["loss", "smoothed", "recon", "kl", "load_balance (aux)"]));
     expect(legendsShown(view).loss.map((i) => i.label)).toContain("kl");
     expect(q("stack-toggle").closest("label").hidden).toBe(false);
+    // the epoch table has a column per term the epochs carry
+    const heads = [...q("epochs-table").querySelectorAll("th")].map((th) => th.textContent);
+    expect(heads).toEqual(expect.arrayContaining(["train recon", "train kl"]));
+    expect([...q("metric-select").options].map((o) => o.value)).toEqual(expect.arrayContaining(["recon", "kl"]));
 
     q("stack-toggle").checked = true;
     q("stack-toggle").dispatchEvent(new Event("change"));
