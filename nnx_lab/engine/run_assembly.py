@@ -30,6 +30,7 @@ from .events import TrainingControl
 from .fingerprint import callable_identity
 from .handlers import (
     CheckpointPolicy,
+    FigureWriter,
     JsonlLogger,
     ProgressBar,
     RunRecorder,
@@ -297,6 +298,7 @@ def _assemble(
     if recorder is not None:
         bus.add(recorder)
         bus.add(JsonlLogger(run.run_dir / "metrics.jsonl"))
+        bus.add(FigureWriter(run.run_dir))
         if params.progress and not tqdm_disabled():
             bus.add(ProgressBar())
     for sink in adapt_callbacks(callbacks, model, run):
