@@ -125,6 +125,13 @@ EXPECTED = {
     "registered_metrics",
     "MonitorUnavailableError",
     "monitors",
+    # issue 24: fine-tuning (§3.1)
+    "LoadPretrainedResult",
+    "NNParamGroupSpec",
+    "freeze",
+    "frozen",
+    "load_pretrained",
+    "unfreeze",
 }
 
 

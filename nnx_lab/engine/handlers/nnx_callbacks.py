@@ -50,6 +50,14 @@ class TrainingContext:
         self.status: str | None = None
         self.should_stop = False
 
+    def show_figure(self, name: str, kind: str, data: Any, *, epoch: int | None = None) -> None:
+        """Hand the monitor a figure for this epoch (or ``epoch``), kept in the run folder:
+        ``kind`` "png", "plotly" or "scatter" (``TrainingControl.show_figure``)."""
+        control = getattr(self, "control", None)
+        if control is None:
+            raise RuntimeError("show_figure needs a running loop: call it from a hook")
+        control.show_figure(name, self.epoch if epoch is None else epoch, kind, data)
+
     @property
     def idps(self) -> list[Any]:
         return self.run.idps if self.run is not None else []
@@ -74,6 +82,7 @@ class _NNxHooks:
 
     def on_attach(self, control: TrainingControl) -> None:
         self._control = control
+        self.ctx.control = control  # ctx.show_figure goes through it
         attach = getattr(self.callback, "on_attach", None)
         if callable(attach):
             attach(control)

@@ -253,3 +253,17 @@ def test_a_rank_raising_in_a_script_ends_every_rank_with_its_reason(tmp_path):
     assert meta["status"] == "failed"
     assert meta["error"] == ranks[0]["error"]
     assert meta["epochs_completed"] == 1
+
+
+def test_two_ranks_fine_tune_as_one_process_with_a_frozen_layer_and_rules(tmp_path):
+    """Fine-tuning (§3.1) under DDP: the frozen layer stays as built on every rank, the
+    rules' groups train as in one process, and the frozen set and rules give one id."""
+    two = run_ranks(tmp_path / "two", 2, "--root", tmp_path / "r2", "--batch", 16, "--finetune")
+    one = run_ranks(tmp_path / "one", 0, "--root", tmp_path / "r1", "--batch", 32, "--finetune")
+    plain = run_ranks(tmp_path / "plain", 0, "--root", tmp_path / "r0", "--batch", 32)
+    assert two[0]["digest"] == two[1]["digest"]
+    assert two[0]["run_id"] == two[1]["run_id"] == one[0]["run_id"] != plain[0]["run_id"]
+    _same_weights(two[0], one[0], 1e-6)
+    for name in ("layers.0.weight", "layers.0.bias"):  # frozen: as built, not as trained
+        assert one[0]["weights"][name] != plain[0]["weights"][name]
+        assert two[0]["weights"][name] == one[0]["weights"][name]
