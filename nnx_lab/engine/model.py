@@ -67,7 +67,7 @@ from .run_assembly import (
 from .run_handle import NNRun, run_id_for, saved_line
 from .scoring import check_declared
 from .tasks import Task, task_for
-from .train_checks import check_metric_params, check_train_args
+from .train_checks import check_metric_params, check_objective, check_train_args
 
 __all__ = ["NNModel"]
 
@@ -208,6 +208,7 @@ class NNModel:
         provenance: Any = None,
         eval_step_fn: Callable[..., EDP] | None = None,
         salt: str | None = None,
+        objective: Any = None,
     ) -> NNRun:
         """Train and record a run; every check runs before the run directory exists.
 
@@ -222,7 +223,8 @@ class NNModel:
         this process one rank of a data-parallel run (docs/distributed.md): rank 0 writes
         the run, every rank returns the same ``NNRun``. ``salt`` (NNx's): a non-empty
         string folded into the run id, so the same configuration can run twice apart
-        (``run.salt``).
+        (``run.salt``). ``objective`` (an ``Objective``): the loss as named terms, the
+        update left to the engine (docs/custom_training.md); it enters the run id.
 
         The run trains, and records, what this model was built with: if ``net_params``
         or ``params`` were reassigned since, a drift banner says so first.
@@ -231,8 +233,9 @@ class NNModel:
         callbacks, components = check_train_args(
             params, callbacks, components, distributed, eval_step_fn
         )
+        check_objective(objective, distributed, params)
         print_model_banner(self)
-        pre = self.preflight(params, distributed, eval_step_fn, salt=salt)
+        pre = self.preflight(params, distributed, eval_step_fn, salt=salt, objective=objective)
         if provenance is not None:
             check_manifest(provenance, pre.config)
         existing = check_existing(pre, params, distributed)
@@ -254,6 +257,7 @@ class NNModel:
             distributed,
             eval_step_fn,
             net_params=self._shape,
+            objective=objective,
         )
         self.precision, self._task = pre.precision, pre.task
         self._resolved_from = (self.params.precision, self.params.mixed_precision)
@@ -273,6 +277,7 @@ class NNModel:
         eval_step_fn: Any = None,
         *,
         salt: str | None = None,
+        objective: Any = None,
     ) -> Preflight:
         """The checks and the run's identity, with no side effect: what ``train`` knows
         before it touches the runs root (``nnx_lab.launch`` calls it for rank 0 of a run
@@ -293,7 +298,7 @@ class NNModel:
         root = resolve_runs_root(params.runs_root)
         world = 1 if distributed is None else int(distributed.world_size)
         resume = plan_resume(self, params, precision, root, world)
-        config = self.run_config(params, distributed, eval_step_fn, salt=salt)
+        config = self.run_config(params, distributed, eval_step_fn, salt=salt, objective=objective)
         return Preflight(precision, task, root, resume, config, run_id_for(config))
 
     def run_config(
@@ -303,6 +308,7 @@ class NNModel:
         eval_step_fn: Any = None,
         *,
         salt: str | None = None,
+        objective: Any = None,
     ) -> dict[str, Any]:
         """The ``run.yaml`` a ``train(params)`` would write; its MD5 is the run id.
 
@@ -317,6 +323,7 @@ class NNModel:
             weights_digest=self.weights_digest,
             dropout=getattr(self._built_net_params, "dropout_prob", None),
             salt=salt,
+            objective=objective,
         )
 
     def expected_run_id(self, params: NNTrainParams, *, salt: str | None = None) -> str:

@@ -38,6 +38,7 @@ from .handlers import (
 )
 from .handlers.run_directory import RunEndRecord, write_end_record
 from .loop import RunInfo, TrainingLoop
+from .objective_step import ObjectiveStep
 from .optim import build_optimizer, build_scheduler, trainable_groups
 from .params import NNModelParams, NNTrainParams
 from .precision import ResolvedPrecision
@@ -48,7 +49,7 @@ from .run_handle import NNRun, environment_metadata
 from .sinks import EventBus
 from .tasks import Task
 from .train_step import TrainStep
-from .training_state import seed_everything
+from .training_state import is_stateful, seed_everything
 from .update import Updater
 
 if TYPE_CHECKING:
@@ -88,6 +89,7 @@ def run_config(
     weights_digest: Callable[[], str],
     dropout: float | None = None,
     salt: str | None = None,
+    objective: Any = None,
 ) -> dict[str, Any]:
     """The ``run.yaml`` of a run of these params; ``weights_digest()`` gives the initial
     weights' digest (not asked for a resumed run, whose weights come from its source,
@@ -110,6 +112,11 @@ def run_config(
         config["distributed"] = {"world_size": distributed.world_size}
     if eval_step_fn is not None:  # absent by default: existing run ids stay as they were
         config["eval_step"] = callable_identity(eval_step_fn)
+    if objective is not None:  # its code and its non-finite policy make another run
+        config["objective"] = {
+            "code": callable_identity(objective.identity_target()),
+            "nonfinite": objective.nonfinite,
+        }
     if salt is not None:  # NNx's train(salt=): the same configuration, another run id
         if not isinstance(salt, str) or not salt.strip():
             raise ConfigError("salt", salt, "NNRun.salt must be a non-empty string when provided")
@@ -236,6 +243,7 @@ def assemble_loop(
     eval_step_fn: Callable[..., EDP] | None = None,
     *,
     net_params: Any,
+    objective: Any = None,
 ) -> TrainingLoop:
     """The loop and its handlers (a non-writing rank gets only the run's history and
     the callbacks), with the resumed state applied. ``net_params`` are the ones the
@@ -255,6 +263,7 @@ def assemble_loop(
             distributed,
             eval_step_fn,
             net_params,
+            objective,
         )
     except BaseException as exc:
         if recorder is not None:
@@ -279,6 +288,7 @@ def _assemble(
     distributed: Any,
     eval_step_fn: Callable[..., EDP] | None,
     net_params: Any,
+    objective: Any = None,
 ) -> TrainingLoop:
     precision, task, resume = pre.precision, pre.task, pre.resume
     for obj in (*callbacks, *components):
@@ -298,11 +308,12 @@ def _assemble(
     for sink in adapt_callbacks(callbacks, model, run):
         bus.add(sink)
     parts = (model.net, model.loss_fn, task, model.device, precision, updater)
-    step = (
-        TrainStep(*parts)
-        if distributed is None
-        else DistributedTrainStep(*parts, collective=distributed)
-    )
+    if objective is not None:
+        step: TrainStep = ObjectiveStep(*parts, objective=objective)
+    elif distributed is None:
+        step = TrainStep(*parts)
+    else:
+        step = DistributedTrainStep(*parts, collective=distributed)
     step.forward_net = compiled_net(model, model.net, model.trained_params().compile)
     # fp32 has no scaler or gradient check: the loss itself is checked before the update.
     # A rank of a DDP run leaves it to the collective flush (a lone raise would hang).
@@ -315,7 +326,7 @@ def _assemble(
         ),
         bus=bus,
         control=control,
-        stateful=[*callbacks, *components],
+        stateful=[*callbacks, *components, *([objective] if is_stateful(objective) else [])],
         info=RunInfo(run.id, str(run.run_dir), run.config, run.parent_run_id),
         n_epochs=resume.n_epochs if resume else None,
         planned_epochs=resume.planned_epochs if resume else None,

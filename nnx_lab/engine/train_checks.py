@@ -12,13 +12,14 @@ from typing import Any
 
 from ..errors import ConfigError
 from .collective import Collective
+from .objective import Objective
 from .params import NNTrainParams
 from .scoring import check_declared
 from .sinks import check_callback
 from .tasks import Task
 from .training_state import is_stateful
 
-__all__ = ["check_metric_params", "check_train_args"]
+__all__ = ["check_metric_params", "check_objective", "check_train_args"]
 
 
 def check_train_args(
@@ -46,6 +47,34 @@ def check_train_args(
                 "each component must define state_dict() and load_state_dict()",
             )
     return callbacks, components
+
+
+def check_objective(objective: Any, distributed: Any, params: NNTrainParams) -> None:
+    """Refuse an ``objective=`` that is not an ``Objective`` before any run exists."""
+    if objective is None:
+        return
+    if not isinstance(objective, Objective):
+        raise ConfigError(
+            "objective",
+            objective,
+            "pass an nnx_lab.Objective: subclass it with compute(net, batch, ctx), or wrap "
+            "a function as Objective(fn); a function that owns the update is a train_step_fn",
+        )
+    if distributed is not None:
+        raise ConfigError(
+            "objective",
+            objective.name,
+            "an objective under distributed= is not supported yet in nnx_lab; train it on "
+            "one process, or leave distributed= unset",
+        )
+    if not objective.scores_outputs and (params.metrics or params.extra_metrics):
+        raise ConfigError(
+            "NNTrainParams.metrics",
+            list(params.metrics or []) + list(params.extra_metrics or {}),
+            f"objective {objective.name} returns no outputs to score: leave metrics and "
+            "extra_metrics unset, or return ObjectiveResult(..., outputs=net_outputs) "
+            "with Objective(..., scores_outputs=True)",
+        )
 
 
 def _check_distributed(distributed: Any, params: NNTrainParams) -> None:

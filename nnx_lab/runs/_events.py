@@ -133,6 +133,8 @@ class StepRecord:
     extra: dict[str, Any] | None = None  # extra_metrics values, called on this step's batch
     # A network's auxiliary terms, unweighted (a MoE's "load_balance"); None, and absent, else.
     aux: dict[str, float | None] | None = None
+    # An objective's terms by name (train(objective=)): each its window's Σ num / Σ den.
+    terms: dict[str, float | None] | None = None
 
 
 @dataclass(frozen=True)

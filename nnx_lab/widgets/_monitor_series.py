@@ -97,7 +97,7 @@ def epoch_values(event: EpochEnded) -> dict[str, float]:
         for name, value in (values or {}).items():
             if name in NOT_METRICS or name == "extra":
                 continue
-            if name in ("metrics", "aux") and isinstance(value, dict):  # aux: a MoE's term
+            if name in ("metrics", "aux", "terms") and isinstance(value, dict):  # aux: a MoE's term
                 for metric, v in value.items():
                     out[f"{part}.{metric}"] = math.nan if v is None else float(v)
                 continue

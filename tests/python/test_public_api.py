@@ -91,6 +91,11 @@ EXPECTED = {
     "provenance",
     "prediction_from_logits",
     "streaming_eval_step",
+    "Objective",
+    "ObjectiveContext",
+    "ObjectiveResult",
+    "LossTerm",
+    "supervised_objective",
     # issue 22: your own nn.Module (§2.14)
     "BatchAdapter",
     "KeywordInputs",

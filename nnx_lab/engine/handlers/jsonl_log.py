@@ -73,7 +73,7 @@ class JsonlLogger:
 
 # Written only when set (a declared task's, extra_metrics' or a network's auxiliary terms'
 # records), so a line without them is byte for byte what older versions wrote.
-_OPTIONAL = ("valid", "metrics", "extra", "aux")
+_OPTIONAL = ("valid", "metrics", "extra", "aux", "terms")
 _STEP_FIELDS = tuple(f.name for f in fields(StepRecord) if f.name not in _OPTIONAL)
 
 

@@ -59,6 +59,7 @@ class StepShape(msgspec.Struct):
     metrics: dict[str, Measured] | None = None
     extra: dict[str, Any] | None = None
     aux: dict[str, Measured] | None = None
+    terms: dict[str, Measured] | None = None
 
 
 class StepLine(StepShape, tag_field="event", tag="step"):
