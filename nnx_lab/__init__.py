@@ -80,6 +80,8 @@ _EXPORTS: dict[str, str] = {
     "ObjectiveResult": "nnx_lab.engine.objective",
     "LossTerm": "nnx_lab.engine.objective",
     "supervised_objective": "nnx_lab.engine.objective",
+    "TrainStepContext": "nnx_lab.engine.custom_step",
+    "default_train_step": "nnx_lab.engine.custom_step",
     "NNRun": "nnx_lab.engine.run_handle",
     "IDP": "nnx_lab.engine.run_handle",
     "EDP": "nnx_lab.engine.edp",

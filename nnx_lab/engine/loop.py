@@ -319,6 +319,7 @@ class TrainingLoop:
                 continue
             if self.collective is not None:  # a stop asked here travels with this step
                 step.stop_flag = 1.0 if control.stop_requested else 0.0
+            step.batch_index = batch_index  # a train_step_fn's ctx.batch_idx
             try:
                 X, y = batch
                 X = X.to(device, non_blocking=True)
@@ -342,7 +343,7 @@ class TrainingLoop:
             if out is None:  # an objective's nonfinite="skip": no update was applied
                 sums.skipped += 1
                 continue
-            self.step += 1
+            self.step += out.updates
             if self.collective is not None and step.stop_agreed and not control.stop_requested:
                 control.request_stop("stop requested on another rank")
             sums.add_outputs(out)
@@ -370,7 +371,7 @@ class TrainingLoop:
                 sums.skipped += 1
                 window = []
         if window:
-            self.step += 1
+            self.step += out.updates
             sums.add_outputs(out)
             buffer.add(out, self.step, epoch, batch_index // accum, param_groups[0]["lr"])
             if emit_steps:

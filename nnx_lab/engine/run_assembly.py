@@ -23,6 +23,7 @@ from ..errors import ConfigError
 from ..runs import FORMAT_VERSION, PROVENANCE_FILE, record_attempt, writer_identity
 from .collective import DistributedTrainStep
 from .compile_options import compiled_net, same_numbers
+from .custom_step import CustomStep
 from .data import batch_problem, data_identity
 from .edp import EDP
 from .enums import RunStatus
@@ -90,6 +91,7 @@ def run_config(
     dropout: float | None = None,
     salt: str | None = None,
     objective: Any = None,
+    train_step_fn: Any = None,
 ) -> dict[str, Any]:
     """The ``run.yaml`` of a run of these params; ``weights_digest()`` gives the initial
     weights' digest (not asked for a resumed run, whose weights come from its source,
@@ -117,6 +119,8 @@ def run_config(
             "code": callable_identity(objective.identity_target()),
             "nonfinite": objective.nonfinite,
         }
+    if train_step_fn is not None:
+        config["train_step"] = callable_identity(train_step_fn)
     if salt is not None:  # NNx's train(salt=): the same configuration, another run id
         if not isinstance(salt, str) or not salt.strip():
             raise ConfigError("salt", salt, "NNRun.salt must be a non-empty string when provided")
@@ -244,6 +248,7 @@ def assemble_loop(
     *,
     net_params: Any,
     objective: Any = None,
+    train_step_fn: Any = None,
 ) -> TrainingLoop:
     """The loop and its handlers (a non-writing rank gets only the run's history and
     the callbacks), with the resumed state applied. ``net_params`` are the ones the
@@ -264,6 +269,7 @@ def assemble_loop(
             eval_step_fn,
             net_params,
             objective,
+            train_step_fn,
         )
     except BaseException as exc:
         if recorder is not None:
@@ -289,6 +295,7 @@ def _assemble(
     eval_step_fn: Callable[..., EDP] | None,
     net_params: Any,
     objective: Any = None,
+    train_step_fn: Any = None,
 ) -> TrainingLoop:
     precision, task, resume = pre.precision, pre.task, pre.resume
     for obj in (*callbacks, *components):
@@ -308,8 +315,10 @@ def _assemble(
     for sink in adapt_callbacks(callbacks, model, run):
         bus.add(sink)
     parts = (model.net, model.loss_fn, task, model.device, precision, updater)
-    if objective is not None:
-        step: TrainStep = ObjectiveStep(*parts, objective=objective)
+    if train_step_fn is not None:
+        step: TrainStep = CustomStep(*parts, fn=train_step_fn, params=params)
+    elif objective is not None:
+        step = ObjectiveStep(*parts, objective=objective)
     elif distributed is None:
         step = TrainStep(*parts)
     else:
@@ -326,7 +335,11 @@ def _assemble(
         ),
         bus=bus,
         control=control,
-        stateful=[*callbacks, *components, *([objective] if is_stateful(objective) else [])],
+        stateful=[
+            *callbacks,
+            *components,
+            *[o for o in (objective, train_step_fn) if is_stateful(o)],
+        ],
         info=RunInfo(run.id, str(run.run_dir), run.config, run.parent_run_id),
         n_epochs=resume.n_epochs if resume else None,
         planned_epochs=resume.planned_epochs if resume else None,

@@ -12,6 +12,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from .collective import Collective
+from .custom_step import is_full_precision_only
 from .objective import Objective
 from .params import NNTrainParams
 from .scoring import check_declared
@@ -19,7 +20,13 @@ from .sinks import check_callback
 from .tasks import Task
 from .training_state import is_stateful
 
-__all__ = ["check_metric_params", "check_objective", "check_train_args"]
+__all__ = [
+    "check_metric_params",
+    "check_objective",
+    "check_step_fn",
+    "check_step_precision",
+    "check_train_args",
+]
 
 
 def check_train_args(
@@ -74,6 +81,54 @@ def check_objective(objective: Any, distributed: Any, params: NNTrainParams) -> 
             f"objective {objective.name} returns no outputs to score: leave metrics and "
             "extra_metrics unset, or return ObjectiveResult(..., outputs=net_outputs) "
             "with Objective(..., scores_outputs=True)",
+        )
+
+
+def check_step_fn(step_fn: Any, objective: Any, distributed: Any, compile_options: Any) -> None:
+    """Refuse a ``train_step_fn=`` that cannot run as asked, before any run exists."""
+    if step_fn is None:
+        return
+    if objective is not None:
+        raise ConfigError(
+            "train_step_fn",
+            getattr(step_fn, "__qualname__", type(step_fn).__name__),
+            "pass a train_step_fn or an objective, not both: a step owns the update, an "
+            "objective leaves it to the engine",
+        )
+    if isinstance(step_fn, Objective):
+        raise ConfigError(
+            "train_step_fn",
+            step_fn.name,
+            "this is an Objective (the loss as terms, the update the engine's): pass it "
+            "as objective=",
+        )
+    if not callable(step_fn):
+        raise ConfigError("train_step_fn", step_fn, "a callable (ctx: TrainStepContext) -> EDP")
+    if distributed is not None:
+        raise ConfigError(
+            "train_step_fn",
+            getattr(step_fn, "__qualname__", type(step_fn).__name__),
+            "a train_step_fn owns the update, so the engine cannot apply the data-parallel "
+            "gradient all-reduce to it; under distributed= describe the loss as an "
+            "objective= instead",
+        )
+    if compile_options is not False and not compile_options.get("disable"):
+        raise ConfigError(
+            "NNModelParams.compile",
+            dict(compile_options),
+            "a train_step_fn calls the network itself, outside the engine's compiled "
+            "forward; pass compile=False with train_step_fn=",
+        )
+
+
+def check_step_precision(step_fn: Any, precision: Any) -> None:
+    """A step marked ``@full_precision_only`` refuses a reduced precision policy."""
+    if step_fn is not None and is_full_precision_only(step_fn) and precision.reduced:
+        raise ConfigError(
+            "NNModelParams.precision",
+            precision.effective,
+            f"train_step_fn {getattr(step_fn, '__qualname__', step_fn)} is marked "
+            "full_precision_only: train it with precision='fp32'",
         )
 
 

@@ -38,6 +38,7 @@ class StepOutput:
     # an objective's terms: each one's window value, and its (Σ numerator, Σ denominator)
     terms: dict[str, torch.Tensor] | None = None
     term_sums: dict[str, tuple[torch.Tensor, Any]] | None = None
+    updates: int = 1  # optimizer steps taken (a train_step_fn reports its own)
 
 
 class TrainStep:

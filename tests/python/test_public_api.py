@@ -96,6 +96,8 @@ EXPECTED = {
     "ObjectiveResult",
     "LossTerm",
     "supervised_objective",
+    "TrainStepContext",
+    "default_train_step",
     # issue 22: your own nn.Module (§2.14)
     "BatchAdapter",
     "KeywordInputs",
