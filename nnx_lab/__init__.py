@@ -82,6 +82,7 @@ _EXPORTS: dict[str, str] = {
     "supervised_objective": "nnx_lab.engine.objective",
     "TrainStepContext": "nnx_lab.engine.custom_step",
     "default_train_step": "nnx_lab.engine.custom_step",
+    "EvalStepContext": "nnx_lab.engine.eval_context",
     "NNRun": "nnx_lab.engine.run_handle",
     "IDP": "nnx_lab.engine.run_handle",
     "EDP": "nnx_lab.engine.edp",

@@ -13,6 +13,7 @@ from typing import Any
 from ..errors import ConfigError
 from .collective import Collective
 from .custom_step import is_full_precision_only
+from .eval_context import takes_context
 from .objective import Objective
 from .params import NNTrainParams
 from .scoring import check_declared
@@ -43,6 +44,14 @@ def check_train_args(
         _check_distributed(distributed, params)
     if eval_step_fn is not None:
         _check_eval_step(eval_step_fn)
+        if distributed is not None and takes_context(eval_step_fn):
+            raise ConfigError(
+                "eval_step_fn",
+                getattr(eval_step_fn, "__qualname__", eval_step_fn),
+                "under distributed= a context-form eval_step_fn(ctx) would see only its "
+                "rank's shard; use the legacy form fn(net, loader, loss, task, *, device, "
+                "precision, reduce) that sums its statistics with reduce=",
+            )
     callbacks, components = list(callbacks), list(components)
     for cb in callbacks:
         check_callback(cb)
@@ -151,11 +160,13 @@ def _check_distributed(distributed: Any, params: NNTrainParams) -> None:
 def _check_eval_step(fn: Any) -> None:
     """Refuse an ``eval_step_fn`` that cannot be called as the loop calls it."""
     fix = (
-        "pass a function fn(net, loader, loss, task, *, device, precision) -> EDP, e.g. "
-        "nnx_lab.streaming_eval_step"
+        "pass a function fn(ctx: EvalStepContext) -> EDP, or the legacy form "
+        "fn(net, loader, loss, task, *, device, precision) -> EDP (nnx_lab.streaming_eval_step)"
     )
     if not callable(fn):
         raise ConfigError("eval_step_fn", fn, fix)
+    if takes_context(fn):
+        return  # the context form: fn(ctx: EvalStepContext) -> EDP
     try:
         inspect.signature(fn).bind(None, None, None, None, device=None, precision=None)
     except TypeError as exc:

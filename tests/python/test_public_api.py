@@ -98,6 +98,7 @@ EXPECTED = {
     "supervised_objective",
     "TrainStepContext",
     "default_train_step",
+    "EvalStepContext",
     # issue 22: your own nn.Module (§2.14)
     "BatchAdapter",
     "KeywordInputs",
