@@ -23,6 +23,7 @@ __all__ = [
     "CalibrationFitError",
     "CalibrationMismatchError",
     "CheckpointCorruptError",
+    "ComponentRestoreError",
     "ConfigError",
     "DataError",
     "FieldError",
@@ -163,6 +164,18 @@ class ResumePointError(ResumeError):
 
 class TrainingStateError(ResumeError):
     """A checkpoint's training state is not one this nnx_lab can restore."""
+
+
+class ComponentRestoreError(ResumeError):
+    """A resume found the run's components' saved states unfit: every problem at once,
+    before any state was loaded. ``.problems`` lists them."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = list(problems)
+        lines = "\n".join(f"  - {p}" for p in self.problems)
+        super().__init__(
+            f"cannot restore the run's components ({len(self.problems)} problem(s)):\n{lines}"
+        )
 
 
 class NonFiniteLossError(NNxError, FloatingPointError):

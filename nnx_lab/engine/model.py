@@ -26,6 +26,7 @@ from ..runs import check_manifest, emit, resolve_runs_root
 from .adapters import BatchAdapter, adapt_inputs, adapt_source
 from .checkpoint import NNCheckpoint
 from .compile_options import check_compile
+from .components import check_components
 from .data import check_inputs, check_loader, first_targets, tensor_digest
 from .drift import print_model_banner
 from .edp import EDP
@@ -61,6 +62,7 @@ from .run_assembly import (
     Preflight,
     assemble_loop,
     check_existing,
+    own_state,
     reserve_run,
     run_config,
 )
@@ -253,6 +255,10 @@ class NNModel:
             objective=objective,
             train_step_fn=train_step_fn,
         )
+        if pre.resume is not None and pre.resume.state is not None:
+            # every component problem at once, before the run directory exists
+            own = own_state(objective, train_step_fn)
+            check_components([*callbacks, *components, *own], pre.resume.state.callbacks)
         if provenance is not None:
             check_manifest(provenance, pre.config)
         existing = check_existing(pre, params, distributed)

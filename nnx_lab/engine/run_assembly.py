@@ -23,6 +23,7 @@ from ..errors import ConfigError
 from ..runs import FORMAT_VERSION, PROVENANCE_FILE, record_attempt, writer_identity
 from .collective import DistributedTrainStep
 from .compile_options import compiled_net, same_numbers
+from .components import is_component
 from .custom_step import CustomStep
 from .data import batch_problem, data_identity
 from .edp import EDP
@@ -282,6 +283,12 @@ def assemble_loop(
         raise
 
 
+def own_state(*objects: Any) -> list[Any]:
+    """The objective's and the step's own state (a generator, an EMA) travel with the
+    checkpoints as a component's does."""
+    return [o for o in objects if o is not None and (is_stateful(o) or is_component(o))]
+
+
 def _assemble(
     model: NNModel,
     run: NNRun,
@@ -335,11 +342,7 @@ def _assemble(
         ),
         bus=bus,
         control=control,
-        stateful=[
-            *callbacks,
-            *components,
-            *[o for o in (objective, train_step_fn) if is_stateful(o)],
-        ],
+        stateful=[*callbacks, *components, *own_state(objective, train_step_fn)],
         info=RunInfo(run.id, str(run.run_dir), run.config, run.parent_run_id),
         n_epochs=resume.n_epochs if resume else None,
         planned_epochs=resume.planned_epochs if resume else None,
@@ -367,5 +370,5 @@ def _assemble(
         )
         bus.add(RunEndRecord(recorder, loop))  # after the policy: the end once saved
     if resume is not None:
-        resume.apply(model, loop, run, [*callbacks, *components], writes=recorder is not None)
+        resume.apply(model, loop, run, loop.stateful, writes=recorder is not None)
     return loop

@@ -12,6 +12,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from .collective import Collective
+from .components import check_unique, is_component
 from .custom_step import is_full_precision_only
 from .eval_context import takes_context
 from .objective import Objective
@@ -56,12 +57,15 @@ def check_train_args(
     for cb in callbacks:
         check_callback(cb)
     for comp in components:
-        if not is_stateful(comp):
+        if not is_stateful(comp) and not is_component(comp):
             raise ConfigError(
                 "components",
                 comp,
-                "each component must define state_dict() and load_state_dict()",
+                "each component must define component_spec(), component_state() and "
+                "load_component_state(state, version=...) (or state_dict() and "
+                "load_state_dict())",
             )
+    check_unique(components)
     return callbacks, components
 
 

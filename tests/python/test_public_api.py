@@ -20,6 +20,7 @@ EXPECTED = {
     "FieldError",
     "FileError",
     "TrainingStateError",
+    "ComponentRestoreError",
     "RunDirectoryError",
     "SplitError",
     "StandardizerError",
@@ -99,6 +100,7 @@ EXPECTED = {
     "TrainStepContext",
     "default_train_step",
     "EvalStepContext",
+    "ComponentSpec",
     # issue 22: your own nn.Module (§2.14)
     "BatchAdapter",
     "KeywordInputs",
