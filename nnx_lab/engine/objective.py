@@ -82,6 +82,7 @@ class ObjectiveContext:
     precision: Any  # the run's ResolvedPrecision (the forward already runs under it)
     device: torch.device
     loss: Any  # the model's LossFn
+    world_size: int = 1  # processes of a data-parallel run
 
 
 class Objective:
@@ -169,7 +170,7 @@ class _Supervised(Objective):
         X, y = batch
         out = forward(net, X)
         loss = self.loss_fn if self.loss_fn is not None else ctx.loss
-        if ctx.window_size == 1:
+        if ctx.window_size == 1 and ctx.world_size == 1:
             return ObjectiveResult([LossTerm("loss", loss(out, y), 1)], None, out)
         if loss.per == "target":
             term = LossTerm("loss", loss.total(out, y), loss.valid_targets(y))

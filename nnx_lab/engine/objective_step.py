@@ -53,6 +53,7 @@ class ObjectiveStep(TrainStep):
             self.record_task = Task("regression", self.task.n_outputs)
             self._decode = False
         self.skipped = 0  # updates skipped by nonfinite="skip" (the whole run)
+        self.world_size = 1
 
     def needs(self, outputs: bool, preds: bool) -> None:
         super().needs(outputs, preds)
@@ -62,9 +63,23 @@ class ObjectiveStep(TrainStep):
     def __call__(self, X: Any, y: Any, step_number: int = 0) -> StepOutput | None:
         return self.accumulated([(X, y)], step_number)
 
+    def _union(self, sums: list[tuple[torch.Tensor, Any]]) -> list[tuple[torch.Tensor, Any]]:
+        """Each term's (Σ numerator, Σ denominator) over every rank (one process: as is)."""
+        return sums
+
+    def _sync_gradients(self) -> None:
+        """Sum the gradients across ranks (one process: nothing to do)."""
+
     def _call(self, batch: Any, index: int, size: int, step_number: int) -> ObjectiveResult:
         ctx = ObjectiveContext(
-            step_number, self.epoch, index, size, self.precision, self.device, self.loss
+            step_number,
+            self.epoch,
+            index,
+            size,
+            self.precision,
+            self.device,
+            self.loss,
+            self.world_size,
         )
         with self._autocast():
             return self.objective(self.forward_net, batch, ctx)
@@ -83,21 +98,27 @@ class ObjectiveStep(TrainStep):
                 self.updater.backward(_weighted(term, term.numerator))
             results.append(result)
         names = _same_terms(results, self.objective)
-        sums: dict[str, tuple[torch.Tensor, Any]] = {}
-        trained: Any = None
-        for index, name in enumerate(names):
+        kinds = [t.reduction for t in results[0].terms]
+        local: list[tuple[torch.Tensor, Any]] = []
+        for index in range(len(names)):
             terms = [r.terms[index] for r in results]
             numerator = torch.zeros((), device=self.device, dtype=torch.float32)
             for t in terms:
                 numerator = numerator + t.numerator.detach().float()
-            kind = terms[0].reduction
-            denominator = _nonzero(_total([t.denominator for t in terms])) if kind == "mean" else 1
+            local.append((numerator, _total([t.denominator for t in terms])))
+        totals = self._union(local)  # the ranks' sums in a data-parallel run
+        sums: dict[str, tuple[torch.Tensor, Any]] = {}
+        trained: Any = None
+        for index, name in enumerate(names):
+            numerator, denominator = totals[index]
+            denominator = _nonzero(denominator) if kinds[index] == "mean" else 1
             sums[name] = (numerator, denominator)
             if not eager:
+                terms = [r.terms[index] for r in results]
                 graph = (
                     terms[0].numerator if len(terms) == 1 else _sum([t.numerator for t in terms])
                 )
-                divide = kind == "mean" and (
+                divide = kinds[index] == "mean" and (
                     isinstance(denominator, torch.Tensor) or denominator != 1
                 )
                 value = graph / denominator if divide else graph
@@ -111,6 +132,7 @@ class ObjectiveStep(TrainStep):
         assert loss is not None
         if not eager:
             self.updater.backward(trained)
+        self._sync_gradients()
         if not bool(torch.isfinite(loss)):
             if self.objective.nonfinite == "skip":
                 self.updater.zero_grad()

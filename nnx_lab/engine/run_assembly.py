@@ -40,6 +40,7 @@ from .handlers import (
 )
 from .handlers.run_directory import RunEndRecord, write_end_record
 from .loop import RunInfo, TrainingLoop
+from .objective_ddp import DistributedObjectiveStep
 from .objective_step import ObjectiveStep
 from .optim import build_optimizer, build_scheduler, trainable_groups
 from .params import NNModelParams, NNTrainParams
@@ -324,6 +325,8 @@ def _assemble(
     parts = (model.net, model.loss_fn, task, model.device, precision, updater)
     if train_step_fn is not None:
         step: TrainStep = CustomStep(*parts, fn=train_step_fn, params=params)
+    elif objective is not None and distributed is not None:
+        step = DistributedObjectiveStep(*parts, objective=objective, collective=distributed)
     elif objective is not None:
         step = ObjectiveStep(*parts, objective=objective)
     elif distributed is None:

@@ -80,13 +80,6 @@ def check_objective(objective: Any, distributed: Any, params: NNTrainParams) -> 
             "pass an nnx_lab.Objective: subclass it with compute(net, batch, ctx), or wrap "
             "a function as Objective(fn); a function that owns the update is a train_step_fn",
         )
-    if distributed is not None:
-        raise ConfigError(
-            "objective",
-            objective.name,
-            "an objective under distributed= is not supported yet in nnx_lab; train it on "
-            "one process, or leave distributed= unset",
-        )
     if not objective.scores_outputs and (params.metrics or params.extra_metrics):
         raise ConfigError(
             "NNTrainParams.metrics",
