@@ -234,3 +234,35 @@ def test_a_bad_loss_term_names_its_field(field, value):
     kw = {"name": "a", "numerator": torch.tensor(1.0), field: value}
     with pytest.raises(ConfigError, match=field):
         LossTerm(**kw)
+
+
+def test_an_objective_is_handed_the_compiled_network(tmp_path):
+    """compile= with an objective: the objective calls the compiled forward (the eager
+    backend keeps eager's numbers, so the weights equal the eager run's)."""
+    X, y = _data(16)
+    seen = []
+
+    def fn(net, batch, ctx):
+        seen.append(type(net).__name__)
+        out = net(batch[0])
+        return ObjectiveResult([LossTerm("ce", torch.nn.functional.cross_entropy(out, batch[1]))])
+
+    runs = []
+    for compile_options in (False, {"backend": "eager"}):
+        model = NNModel(
+            net_params=NNParams(input_dim=6, output_dim=3, hidden_dims=[8]),
+            params=NNModelParams(compile=compile_options),
+        )
+        model.train(
+            NNTrainParams(
+                n_epochs=1,
+                train_loader=_split(X, y, [8, 8]),
+                optim=SGD,
+                runs_root=str(tmp_path / str(bool(compile_options))),
+            ),
+            objective=Objective(fn),
+        )
+        runs.append(model.net.state_dict())
+    assert seen[-1] == "OptimizedModule" and seen[0] != "OptimizedModule"
+    for name, weight in runs[0].items():
+        assert torch.equal(weight, runs[1][name]), name
