@@ -169,3 +169,35 @@ def test_every_component_problem_is_listed_at_once_before_any_run(tmp_path):
 def test_two_components_of_one_name_are_refused(tmp_path):
     with pytest.raises(ConfigError, match="share the name"):
         _model().train(_params(tmp_path, 1), components=[WeightEMA(), WeightEMA()])
+
+
+def test_a_mid_epoch_stop_resumes_the_epochs_term_sums(tmp_path):
+    """Stopped between steps, the epoch's partial term sums travel with LAST: the
+    resumed epoch's terms are the uninterrupted epoch's."""
+
+    class StopAt:
+        def on_attach(self, control):
+            self.control = control
+
+        def on_step_ended(self, event):
+            if event.step == 6:  # epoch 2, its second update
+                self.control.request_stop("test stop")
+
+    ema_full = WeightEMA()
+    full = _model().train(
+        _params(tmp_path / "full", 2), components=[ema_full], objective=Noisy(ema_full)
+    )
+    ema_a = WeightEMA()
+    first = _model().train(
+        _params(tmp_path, 2), callbacks=[StopAt()], components=[ema_a], objective=Noisy(ema_a)
+    )
+    assert first.status.value == "stopped"
+    ema_b = WeightEMA()
+    resumed = _model().train(
+        _params(tmp_path, 1, resume_from_run_id=first.id),
+        components=[ema_b],
+        objective=Noisy(ema_b),
+    )
+    assert resumed.resume_status["epoch_complete"] is False
+    assert resumed.epochs[-1]["train"]["terms"] == full.epochs[-1]["train"]["terms"]
+    assert _steps(resumed) == _steps(full)
