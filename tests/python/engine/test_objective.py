@@ -263,6 +263,7 @@ def test_an_objective_is_handed_the_compiled_network(tmp_path):
             objective=Objective(fn),
         )
         runs.append(model.net.state_dict())
-    assert seen[-1] == "OptimizedModule" and seen[0] != "OptimizedModule"
+    assert seen[-1] == "OptimizedModule"
+    assert seen[0] != "OptimizedModule"
     for name, weight in runs[0].items():
         assert torch.equal(weight, runs[1][name]), name
