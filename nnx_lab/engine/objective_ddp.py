@@ -64,3 +64,17 @@ class DistributedObjectiveStep(ObjectiveStep):
             n = p.grad.numel()
             p.grad.copy_(flat[offset : offset + n].view_as(p.grad))
             offset += n
+
+    def _union_records(self, sums: dict[str, tuple[Any, Any]]) -> dict[str, tuple[Any, Any]]:
+        if not sums:
+            return sums
+        names = list(sums)
+        packed = torch.stack(
+            [
+                torch.as_tensor(v, dtype=torch.float32, device=self.device).reshape(())
+                for n in names
+                for v in sums[n]
+            ]
+        )
+        packed = self.collective.sum(packed)
+        return {n: (packed[2 * i], packed[2 * i + 1]) for i, n in enumerate(names)}

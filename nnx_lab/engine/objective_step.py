@@ -70,6 +70,10 @@ class ObjectiveStep(TrainStep):
     def _sync_gradients(self) -> None:
         """Sum the gradients across ranks (one process: nothing to do)."""
 
+    def _union_records(self, sums: dict[str, tuple[Any, Any]]) -> dict[str, tuple[Any, Any]]:
+        """The ``record`` values' sums over every rank (one process: as they are)."""
+        return sums
+
     def _call(self, batch: Any, index: int, size: int, step_number: int) -> ObjectiveResult:
         ctx = ObjectiveContext(
             step_number,
@@ -147,7 +151,7 @@ class ObjectiveStep(TrainStep):
         ys = [y for _, y in window]
         y_all = ys[0] if len(ys) == 1 else torch.cat(ys)
         rows = int(y_all.shape[0])
-        record = _records(results, window)
+        record = self._union_records(_records(results, window))
         terms = {n: v.detach() for n, v in values.items()}
         term_sums = {n: (num, den) for n, (num, den) in sums.items()}
         for name, (num, den) in record.items():

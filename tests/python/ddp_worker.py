@@ -93,7 +93,8 @@ class MaskedTerms(Objective):
             [
                 LossTerm("ce", (ce * keep).sum(), keep.sum()),
                 LossTerm("l2", (out**2).sum(), out.numel(), weight=0.1),
-            ]
+            ],
+            record={"kept": keep.mean()},
         )
 
 
