@@ -66,8 +66,25 @@ def fast_switch():
     return getattr(nnx_lab, "set_fast_batches", None)
 
 
-def pairs(reps: int, steps: int) -> list[tuple[float, tuple[float, float, float, float]]]:
-    """(raw seconds, (nnx train s, nnx call s, setup ms, finish ms)) per interleaved pair."""
+class IndexedBatches:
+    """The loader's batches as nnx-lab's fast path builds them (bit for bit the
+    loader's), for a raw loop that pays no per-sample fetch either: against it, the
+    difference is nnx-lab's own host cost alone."""
+
+    def __init__(self, loader):
+        self.loader = loader
+
+    def __iter__(self):
+        from nnx_lab.engine.fast_batches import batches
+
+        return batches(self.loader)
+
+
+def pairs(
+    reps: int, steps: int, indexed: bool = False
+) -> list[tuple[float, tuple[float, float, float, float], float | None]]:
+    """(raw seconds, (nnx train s, nnx call s, setup ms, finish ms), raw seconds over the
+    fast path's batches or None) per interleaved pair (a triple with ``indexed``)."""
     n, epochs = overhead.CASES[CASE][3], overhead.CASES[CASE][5]
     samples = n * epochs
     loader = overhead.make_data(CASE)
@@ -78,7 +95,8 @@ def pairs(reps: int, steps: int) -> list[tuple[float, tuple[float, float, float,
         for _ in range(reps):
             raw = samples / overhead.raw_loop(CASE, loader)
             train, call, setup, finish = overhead.nnx_loop(CASE, loader, root)
-            out.append((raw, (samples / train, samples / call, setup, finish)))
+            same = samples / overhead.raw_loop(CASE, IndexedBatches(loader)) if indexed else None
+            out.append((raw, (samples / train, samples / call, setup, finish), same))
     return out
 
 
@@ -89,17 +107,18 @@ def verdict(ok: bool) -> str:
 def cost(reps: int, steps: int) -> None:
     switch = fast_switch()
     modes = [True, False] if switch is not None else [None]
+    before = switch(None) if switch is not None else None  # None only reads it
     for mode in modes:
         if switch is not None:
             switch(mode)
-        rows = pairs(reps, steps)
+        rows = pairs(reps, steps, indexed=mode is True)
         label = {True: "fast path on", False: "fast path off", None: "fast path: n/a"}[mode]
-        raw_step = [1e6 * r / steps for r, _ in rows]
-        per_step = [1e6 * (o[0] - r) / steps for r, o in rows]
-        per_run = [o[2] + o[3] for _, o in rows]
-        ratios = [r / o[1] for r, o in rows]
-        best_step = 1e6 * (min(o[0] for _, o in rows) - min(r for r, _ in rows)) / steps
-        best_ratio = min(r for r, _ in rows) / min(o[1] for _, o in rows)
+        raw_step = [1e6 * r / steps for r, _, _ in rows]
+        per_step = [1e6 * (o[0] - r) / steps for r, o, _ in rows]
+        per_run = [o[2] + o[3] for _, o, _ in rows]
+        ratios = [r / o[1] for r, o, _ in rows]
+        best_step = 1e6 * (min(o[0] for _, o, _ in rows) - min(r for r, _, _ in rows)) / steps
+        best_ratio = min(r for r, _, _ in rows) / min(o[1] for _, o, _ in rows)
         med = statistics.median
         per_epoch = math.ceil(overhead.CASES[CASE][3] / overhead.CASES[CASE][4])
         print(f"-- {label}: {reps} interleaved pairs, {steps} steps a run, {per_epoch} an epoch --")
@@ -108,9 +127,18 @@ def cost(reps: int, steps: int) -> None:
             f"   nnx-lab per step:     {med(per_step):7.1f} µs median, {best_step:.1f} best"
             f" (target <= {TARGET_STEP_US:.0f}) {verdict(med(per_step) <= TARGET_STEP_US)}"
         )
+        if mode is True:
+            # the raw loop over the same indexed batches: nnx-lab's own cost, loader aside
+            own = [1e6 * (o[0] - i) / steps for _, o, i in rows]
+            best_own = 1e6 * (min(o[0] for _, o, _ in rows) - min(i for _, _, i in rows)) / steps
+            print(
+                f"   own cost per step:    {med(own):7.1f} µs median, {best_own:.1f} best"
+                " (against the raw loop over the fast path's batches)"
+            )
         print(
             f"   nnx-lab per run:      {med(per_run):7.1f} ms median, {min(per_run):.1f} best"
-            f" (setup {med(o[2] for _, o in rows):.1f} + finish {med(o[3] for _, o in rows):.1f};"
+            f" (setup {med(o[2] for _, o, _ in rows):.1f} +"
+            f" finish {med(o[3] for _, o, _ in rows):.1f};"
             f" target <= {TARGET_RUN_MS:.0f}) {verdict(med(per_run) <= TARGET_RUN_MS)}"
         )
         target = {True: TARGET_FAST, False: TARGET_PLAIN, None: TARGET_PLAIN}[mode]
@@ -119,7 +147,7 @@ def cost(reps: int, steps: int) -> None:
             f" (target >= {target}) {verdict(med(ratios) >= target)}"
         )
     if switch is not None:
-        switch(None)  # back to the default
+        switch(before)  # as it was (the profile below runs with it)
 
 
 def profile(steps: int, top: int) -> None:
@@ -160,7 +188,10 @@ def profile(steps: int, top: int) -> None:
             run_part.enable()
             model.train(params=params, callbacks=[Split()])
             run_part.disable()
-    table(step_part, f"per-step part (training phase), µs per step over {steps} steps", steps, top)
+    switch = fast_switch()
+    fast = "n/a" if switch is None else ("on" if switch(None) else "off")
+    title = f"per-step part (training phase, fast path {fast}), µs per step over {steps} steps"
+    table(step_part, title, steps, top)
     table(run_part, "per-run part (setup + finish), ms per run", None, top)
 
 

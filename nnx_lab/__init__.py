@@ -124,6 +124,13 @@ _EXPORTS: dict[str, str] = {
     "streaming": "nnx_lab.streaming",
     "seeding": "nnx_lab.seeding",
     "set_seed": "nnx_lab.seeding",
+    # fine-tuning (§3.1): parameter-group rules, freezing by glob, pretrained weights
+    "NNParamGroupSpec": "nnx_lab.engine.param_groups",
+    "freeze": "nnx_lab.engine.finetune",
+    "unfreeze": "nnx_lab.engine.finetune",
+    "frozen": "nnx_lab.engine.finetune",
+    "load_pretrained": "nnx_lab.engine.pretrained",
+    "LoadPretrainedResult": "nnx_lab.engine.pretrained",
     # issue 23: the batched fast path for tensor data, on by default
     "set_fast_batches": "nnx_lab.engine.fast_batches",
 }

@@ -193,7 +193,29 @@ export class RunState {
     }
     if (!steps.length) return;
     this._lastLoss = losses[losses.length - 1];
-    this.steps.extend({ first: steps, step: steps, loss: losses, lr: lrs });
+    this.steps.extend({ first: steps, step: steps, loss: losses, lr: lrs, ...this._namedColumns(records) });
+  }
+
+  /** A composite loss's parts as step columns, as the kernel names them (term.<name>,
+   * aux.<name>: means; lr.<name>: the last), NaN where a record lacks one. */
+  _namedColumns(records) {
+    const kept = records.filter((r) => Number.isFinite(Number(r.step)));
+    const out = {};
+    for (const [field, prefix, reduce] of [["terms", "term.", Reduce.MEAN], ["aux", "aux.", Reduce.MEAN], ["lrs", "lr.", Reduce.LAST]]) {
+      kept.forEach((r, i) => {
+        const parts = r[field];
+        if (!parts || typeof parts !== "object") return;
+        for (const [name, value] of Object.entries(parts)) {
+          const key = prefix + name;
+          if (!out[key]) {
+            if (!this.steps.has(key)) this.steps.addValue(key, reduce);
+            out[key] = new Array(kept.length).fill(NaN);
+          }
+          out[key][i] = value === null || value === undefined ? NaN : num(value);
+        }
+      });
+    }
+    return out;
   }
 
   _epochEnded(ev) {
@@ -208,10 +230,16 @@ export class RunState {
     for (const [part, values] of [["train", ev.train], ["val", ev.val]]) {
       if (!values || typeof values !== "object") continue;
       for (const [name, value] of Object.entries(values)) {
-        if (NOT_METRICS.has(name)) continue;
-        const key = `${part}.${name}`;
-        if (!this.epochs.has(key)) this.epochs.addValue(key);
-        row[key] = [value === null ? NaN : num(value)];
+        if (NOT_METRICS.has(name) || name === "extra") continue;
+        // registry metrics, a network's aux terms and an objective's terms are flat
+        // columns, as the kernel's monitor has them (a term named like a field: term.<name>)
+        const flat = value && typeof value === "object" && ["metrics", "aux", "terms"].includes(name);
+        const entries = flat ? Object.entries(value).map(([k, v]) => [name === "terms" && k in values ? `term.${k}` : k, v]) : [[name, value]];
+        for (const [metric, v] of entries) {
+          const key = `${part}.${metric}`;
+          if (!this.epochs.has(key)) this.epochs.addValue(key);
+          row[key] = [v === null ? NaN : num(v)];
+        }
       }
     }
     this.epochs.extend(row);

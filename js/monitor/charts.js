@@ -1,6 +1,8 @@
 // The monitor's three charts: loss per step (raw, smoothed, the min-max band of merged
 // steps), the per-epoch metric, the learning rate; in a race, one line per run in its
 // colour. How the step series become lines; the epoch marks and the note on merging.
+// A run whose records name loss terms or several optimizers gets a line for each
+// (terms.js): the charts are rebuilt when the names or the stacked toggle change.
 import { Chart } from "../shared/chart.js";
 import { h, legend } from "../shared/dom.js";
 import { stepTicks, valueTicks } from "../shared/ticks.js";
@@ -8,6 +10,7 @@ import { fmtInt, fmtStep, fmtValue } from "../shared/format.js";
 import { laneColor, laneSeries, laneSpecs, raceSteps } from "./race.js";
 import { smoothLoss } from "./smoothing.js";
 import { taskView } from "./task.js";
+import { lrColumns, lrSeries, partsKey, stepParts, termColumns, termSeries } from "./terms.js";
 import { onZoom, setWindow, smoothingFactor } from "./toolbar.js";
 
 /** @typedef {import("./view.js").MonitorView} MonitorView */
@@ -45,7 +48,9 @@ function domItem(it) {
  */
 export function legendsShown(v) {
   if (v._lanes.length) return { loss: v._lanes.map((l, i) => ({ label: l.name, color: laneColor(i) })), epoch: [] };
-  return { loss: LOSS_LEGEND, epoch: EPOCH_LEGEND };
+  const parts = v._parts || { terms: [], lrs: [] };
+  const terms = parts.terms.map((t) => ({ label: t.label, color: t.color }));
+  return { loss: [...LOSS_LEGEND, ...terms], epoch: EPOCH_LEGEND, lr: parts.lrs.map((t) => ({ label: t.label, color: t.color })) };
 }
 
 /**
@@ -79,10 +84,19 @@ export function buildCharts(v, parent) {
   v.epochLegend = legend(EPOCH_LEGEND.map(domItem));
   v.lrFig.append(h("figcaption", { text: "Learning rate" }));
   v.lrReadout = readout();
+  v.lrLegend = h("div", { class: "nnx-legend", "data-testid": "lr-legend" });
+  v.lrLegend.hidden = true;
+  // stacked: each term's share of the sum under the line; overlaid: each term on its own
+  v.stackToggle = h("input", { type: "checkbox", "data-testid": "stack-toggle" });
+  v.stackToggle.addEventListener("change", () => renderSteps(v));
+  v.termsControl = h("label", { class: "nnx-check", title: "Stack the loss terms (each band is one term's share)" }, [v.stackToggle, "stack terms"]);
+  v.termsControl.hidden = true;
+  v._parts = { terms: [], lrs: [] };
+  v._partsKey = partsKey(v._parts, false);
   makeCharts(v, []);
-  v.lossFig.append(v.lossReadout, v.lossLegend, v.raceLegend);
+  v.lossFig.append(v.lossReadout, v.lossLegend, v.raceLegend, v.termsControl);
   v.epochFig.append(v.epochEmpty, v.epochReadout, v.epochLegend);
-  v.lrFig.append(v.lrReadout);
+  v.lrFig.append(v.lrReadout, v.lrLegend);
 }
 
 /**
@@ -96,6 +110,8 @@ export function makeCharts(v, lanes) {
   const anchors = old ? old.map((c) => (c.plot ? c.plot.root.nextSibling : null)) : [null, null, null];
   if (old) for (const c of old) c.destroy();
   const race = lanes.length > 0;
+  const parts = race ? { terms: [], lrs: [] } : v._parts;
+  const terms = termSeries(parts, v.stackToggle.checked);
   const lossSeries = race
     ? laneSpecs(lanes)
     : [
@@ -103,6 +119,7 @@ export function makeCharts(v, lanes) {
         { label: "smoothed", color: "--nnx-accent", width: 2 },
         { label: "max", color: "--nnx-raw", hidden: true, show: false },
         { label: "min", color: "--nnx-raw", hidden: true, show: false },
+        ...terms.series,
       ];
   v.lossChart = new Chart(v.lossFig, {
     title: race ? "Training loss per step of each run, smoothed" : "Training loss per step, raw and smoothed",
@@ -111,7 +128,7 @@ export function makeCharts(v, lanes) {
     yLabel: race ? "loss" : taskView(v.model.get("task_kind") || "").loss,
     height: 220,
     series: lossSeries,
-    bands: race ? [] : [{ upper: 2, lower: 3, fill: "--nnx-band" }],
+    bands: race ? [] : [{ upper: 2, lower: 3, fill: "--nnx-band" }, ...terms.bands],
     ...AXES,
     sync: v._syncKey,
     onCursor: (idx) => v._lossReadout(idx),
@@ -144,7 +161,7 @@ export function makeCharts(v, lanes) {
     xLabel: "step",
     yLabel: "lr",
     height: 180,
-    series: race ? laneSpecs(lanes, { width: 1.5 }) : [{ label: "lr", color: "--nnx-second", width: 1.5 }],
+    series: race ? laneSpecs(lanes, { width: 1.5 }) : lrSeries(parts),
     ...AXES,
     sync: v._syncKey,
     onCursor: (idx) => v._lossReadout(idx),
@@ -185,20 +202,46 @@ export function renderSteps(v) {
   }
   const s = v._stepsStore();
   if (!s) return;
+  renderParts(v, s);
+  const stacked = v.stackToggle.checked;
   const step = s.column("step");
   const loss = s.column("loss");
   v._smoothed = smoothLoss(loss, s.column("n"), smoothingFactor(v));
   // the min-max band only means something once steps are merged into buckets
   v.lossChart.showSeries([2, 3], s.width > 1);
-  v.lossChart.setData(step, [loss, v._smoothed, s.column("loss:max"), s.column("loss:min")]);
-  v.lrChart.setData(step, [s.column("lr")]);
-  v.lrChart.setLogY(spansDecades([s.column("lr")]));
+  const terms = termColumns(s, v._parts, stacked);
+  v.lossChart.setData(step, [loss, v._smoothed, s.column("loss:max"), s.column("loss:min"), ...terms]);
+  const lrs = lrColumns(s, v._parts);
+  v.lrChart.setData(step, lrs);
+  v.lrChart.setLogY(spansDecades(lrs));
+  v.lossFig.dataset.terms = v._parts.terms.map((t) => t.label).join(",");
+  v.lossFig.dataset.stacked = stacked && v._parts.terms.length ? "true" : "";
+  v.lrFig.dataset.lines = v._parts.lrs.map((t) => t.label).join(",");
   v.lossFig.dataset.points = String(s.length);
   v.lossFig.dataset.steps = String(s.total);
   v.lossFig.dataset.first = s.length ? String(s.column("first")[0]) : "";
   v.lossFig.dataset.width = String(s.width);
   renderMarks(v);
   renderNote(v);
+}
+
+/**
+ * The terms and optimizers the store names: when they (or the stacked toggle) changed,
+ * the charts are rebuilt with a line for each, and the legends say which is which.
+ * @param {MonitorView} v
+ */
+function renderParts(v, store) {
+  const parts = stepParts(store);
+  const key = partsKey(parts, v.stackToggle.checked);
+  if (key === v._partsKey) return;
+  v._parts = parts;
+  v._partsKey = key;
+  makeCharts(v, []);
+  const shown = legendsShown(v);
+  v.lossLegend.replaceChildren(...legend(shown.loss.map(domItem)).childNodes);
+  v.lrLegend.replaceChildren(...legend(shown.lr.map(domItem)).childNodes);
+  v.lrLegend.hidden = parts.lrs.length === 0;
+  v.termsControl.hidden = parts.terms.length === 0;
 }
 
 function renderRaceSteps(v) {

@@ -113,6 +113,17 @@ function renderEpochChart(v) {
   v.epochChart.setData(x, [col(`val.${metric}`), col(`train.${metric}`), col(`val.${metric}:max`), col(`val.${metric}:min`)]);
 }
 
+/** The loss terms' epoch columns (train.<term>, or train.term.<term> when the name is a
+ * field's), in the order the step series names them. */
+function termColumns(v, e, value, spread) {
+  const parts = v._parts ? v._parts.terms : [];
+  const names = parts.map((t) => t.key.slice(t.key.indexOf(".") + 1));
+  return names
+    .map((n) => (e.has(`train.term.${n}`) ? `train.term.${n}` : `train.${n}`))
+    .filter((key, i, all) => e.has(key) && all.indexOf(key) === i)
+    .map((key) => ({ key, label: `train ${key.slice(6)}`, cell: value(key), title: spread(key) }));
+}
+
 function renderTable(v, valNames) {
   const e = v.sync.stores.epochs;
   const first = e.column("first");
@@ -137,6 +148,7 @@ function renderTable(v, valNames) {
     { key: "epoch", label: "epoch", cell: (i) => `${fmtRange(first[i], epoch[i])}${improved[i] ? " ★" : ""}`, className: "nnx-nowrap nnx-sticky" },
     { key: "step", label: "step", cell: (i) => fmtInt(step[i]) },
     ...trainColumns(m.get("task_kind") || "", e, value, spread),
+    ...termColumns(v, e, value, spread),
     ...valNames.map((n) => ({ key: `val.${n}`, label: `val ${n}`, cell: value(`val.${n}`), title: spread(`val.${n}`) })),
     ...[monitorColumn(e, m.get("monitor_metric") || "", m.get("monitor_mode") || "")].filter(Boolean).map((c) => ({ ...c, className: "nnx-nowrap" })),
     { key: "lr", label: "lr", cell: (i) => fmtValue(lr[i]), className: "nnx-nowrap" },

@@ -32,9 +32,13 @@ export function lossReadout(v, idx) {
   let lossText = Number.isFinite(loss) ? `loss ${fmtValue(loss)}` : "loss non-finite";
   if (first !== last && Number.isFinite(lo)) lossText += ` (${fmtValue(lo)} to ${fmtValue(hi)})`;
   if (bad && Number.isFinite(loss)) lossText += `, ${fmtInt(bad)} non-finite`;
-  const parts = [stepText, lossText, `smoothed ${Number.isFinite(sm) ? fmtValue(sm) : "–"}`, `lr ${fmtValue(lr)}`];
+  const named = v._parts || { terms: [], lrs: [] };
+  // the terms as logged (not stacked), each optimizer's lr by its name
+  const terms = named.terms.map((t) => `${t.label} ${fmtValue(s.column(t.key)[idx])}`);
+  const lrs = named.lrs.length ? named.lrs.map((t) => `${t.label} ${fmtValue(s.column(t.key)[idx])}`) : [`lr ${fmtValue(lr)}`];
+  const parts = [stepText, lossText, ...terms, `smoothed ${Number.isFinite(sm) ? fmtValue(sm) : "–"}`, ...lrs];
   v.lossReadout.textContent = parts.join(" · ");
-  v.lrReadout.textContent = `${stepText} · lr ${fmtValue(lr)}`;
+  v.lrReadout.textContent = [stepText, ...lrs].join(" · ");
 }
 
 function raceLossReadout(v, idx) {

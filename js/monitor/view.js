@@ -1,7 +1,7 @@
 // TrainingMonitor's view: the header (header.js), the toolbar (toolbar.js), the loss,
 // epoch and learning-rate charts (charts.js) with hover readouts (readouts.js), the
 // paged epoch table (epochs.js), a race of several runs (race.js) and the exports
-// (export.js). The state lives in the kernel: the view says hello and receives the
+// (export.js); a composite loss's terms and each optimizer's lr (terms.js). The state lives in the kernel: the view says hello and receives the
 // series (shared/transport.js); this class wires the traits to what they redraw.
 import { h } from "../shared/dom.js";
 import { PagedTable } from "../shared/table.js";
@@ -11,6 +11,7 @@ import { epochReadout, lossReadout } from "./readouts.js";
 import { composePng, maybeSnapshot } from "./export.js";
 import { renderEpochs } from "./epochs.js";
 import { buildHeader, renderHeader } from "./header.js";
+import { buildFigures, onFigureMessage, renderFigures } from "./figures.js";
 import { RaceTable, isLaneSeries, laneColor, laneSeries, lanesKey } from "./race.js";
 import { setYTitle, taskView } from "./task.js";
 import { buildToolbar, onSmoothingTrait, setLog } from "./toolbar.js";
@@ -47,12 +48,15 @@ export class MonitorView extends SeriesView {
     this._on("change:smoothing", () => onSmoothingTrait(this));
     for (const name of ["task_kind", "monitor_metric", "monitor_mode"]) this._on(`change:${name}`, () => this._onTask());
     this._on("change:runs", () => this._onRuns());
+    this._on("change:figures", () => renderFigures(this));
+    this._on("msg:custom", (msg, buffers) => onFigureMessage(this, msg, buffers));
     this._onRuns();
     this._header();
     onSmoothingTrait(this);
     this._renderSteps();
     this._onTask();
     this.sync.hello();
+    renderFigures(this);
   }
 
   _build() {
@@ -63,6 +67,7 @@ export class MonitorView extends SeriesView {
     this.raceTable.root.hidden = true;
     this.root.append(header, this.nonfinite, this.raceTable.root, toolbar);
     buildCharts(this, this.root);
+    buildFigures(this, this.root.querySelector(".nnx-charts"));
     this.note = h("p", { class: "nnx-note", "data-testid": "note" });
     this.note.hidden = true;
     this.table = new PagedTable({ label: "Per-epoch metrics", pageSize: 20 });
@@ -96,6 +101,8 @@ export class MonitorView extends SeriesView {
       this.root.dataset.mode = race ? "race" : "run";
       this.raceTable.root.hidden = !race;
       this.lossLegend.hidden = race;
+      this.termsControl.hidden = race || this._parts.terms.length === 0;
+      this.lrLegend.hidden = race || this._parts.lrs.length === 0;
       this.epochLegend.hidden = race;
       this.raceLegend.hidden = !race;
       this.raceLegend.replaceChildren(

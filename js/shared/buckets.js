@@ -72,8 +72,8 @@ export class BucketSeries {
   }
 
   /** A new value column (a metric first seen after the first rows): every row is resent. */
-  addValue(name) {
-    this._addColumn({ name, dtype: "float32", reduce: Reduce.MEAN });
+  addValue(name, reduce = Reduce.MEAN) {
+    this._addColumn({ name, dtype: "float32", reduce });
     this._dirtyFrom = 0;
   }
 

@@ -8,9 +8,11 @@
 //   {kind: "snapshot_png", view, run_id}  + one PNG buffer: the charts, for a reopened notebook
 //   {kind: "fit"}                         an explorer's Fit button (calibration: fit the temperature)
 //   {kind: "save"}                        an explorer's Save button (writes to its `path` trait)
+//   {kind: "figure", view, name, epoch}   the monitor's figure panel: send me this figure
 // Kernel -> views ("msg:custom", with binary buffers):
 //   {kind: "update", version, seq, ops}                        to every view, throttled
 //   {kind: "snapshot", version, seq, to, req, part, parts, ops}  everything, for one view, chunked
+//   {kind: "figure_data", to, name, epoch, figure_kind}  + one buffer (or error): the figure asked for
 // Op: {series, at, count, fields, dtypes, width, total, buffer}: keep the first `at`
 // rows of the series, append `count` rows from buffers[buffer ...] (one per field).
 

@@ -22,6 +22,7 @@ from ._policy import (
     most_confident_mistakes,
     select_threshold,
 )
+from ._status import SelectionStatus
 
 __all__ = [
     "AbstentionError",
@@ -30,6 +31,7 @@ __all__ = [
     "AbstentionResult",
     "AbstentionSchemaError",
     "RiskCoverageCurve",
+    "SelectionStatus",
     "ThresholdSelection",
     "clopper_pearson_upper",
     "most_confident_mistakes",

@@ -16,9 +16,11 @@ from ..runs import DocumentType, PolicyFile
 from ._bound import guaranteed_threshold
 from ._curve import RiskCoverageCurve, curve_from
 from ._inputs import check_kind, distribution, scores, targets, unique_ids
+from ._policy_args import policy_fields
 
 # the package reads every name of abstention from this module
 from ._result import AbstentionReport, AbstentionResult, most_confident_mistakes
+from ._status import SelectionStatus
 
 __all__ = [
     "AbstentionError",
@@ -72,7 +74,7 @@ class ThresholdSelection:
     """What ``select_threshold`` found on the validation split; ``require()`` gives the
     policy or raises ``AbstentionError`` with the reason."""
 
-    status: str  # "selected" | "no_threshold"
+    status: str  # "selected" | "no_threshold", equal to NNx's "ok" / "no_feasible_policy"
     reason: str | None
     kind: str
     threshold: float | None
@@ -93,6 +95,9 @@ class ThresholdSelection:
     risk_bound: float | None
     tests: int
     curve: RiskCoverageCurve = field(repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "status", SelectionStatus(self.status))
 
     @property
     def ok(self) -> bool:
@@ -233,13 +238,19 @@ def select_threshold(
     )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class AbstentionPolicy:
-    """A threshold on a confidence score, with what it was chosen on."""
+    """A threshold on a confidence score, with what it was chosen on.
+
+    ``select_threshold(...).require()`` builds one; so does NNx's form,
+    ``AbstentionPolicy(kind, threshold, labels, model_id, tuning_split_id,
+    input_field="probabilities", calibrator_id=None)`` (no risk ceiling or validation
+    record: it was not chosen here; a calibrated one also needs ``temperature=``:
+    ``_policy_args``). Every argument is checked as it is built."""
 
     kind: str
     threshold: float
-    risk_ceiling: float
+    risk_ceiling: float | None
     n_classes: int
     labels: tuple[str | int, ...] | None
     model_id: str | None
@@ -247,9 +258,51 @@ class AbstentionPolicy:
     test_split_id: str | None
     calibrated: bool
     temperature: float | None
-    validation: dict[str, Any]
+    validation: dict[str, Any] | None
     guarantee: float | None = None
     risk_bound: float | None = None
+    calibrator_id: str | None = None
+
+    def __init__(
+        self,
+        kind: str,
+        threshold: float,
+        labels: Any = None,
+        model_id: str | None = None,
+        tuning_split_id: str | None = None,
+        input_field: str = "probabilities",
+        calibrator_id: str | None = None,
+        **ours: Any,
+    ) -> None:
+        unknown = sorted(set(ours) - _OUR_FIELDS)
+        if unknown:
+            raise ConfigError(
+                "AbstentionPolicy", unknown[0], "check the spelling of the argument's name"
+            )
+        checked = policy_fields(
+            kind, threshold, labels, model_id, tuning_split_id, input_field, calibrator_id, ours
+        )
+        for name, value in checked.items():
+            object.__setattr__(self, name, value)
+
+    @property
+    def tuning_split_id(self) -> str:
+        """NNx's name for ``split_id``: the validation split the threshold was chosen on."""
+        return self.split_id
+
+    @property
+    def input_field(self) -> str:
+        """NNx's name of the probabilities the policy reads."""
+        return "calibrated_probabilities" if self.calibrated else "probabilities"
+
+    def state(self) -> dict[str, Any]:
+        """NNx's name for the saved form: ``to_json()``; ``from_state`` reads it back."""
+        return self.to_json()
+
+    @classmethod
+    def from_state(cls, state: Any) -> AbstentionPolicy:
+        """The policy ``state()`` gave, checked as strictly as a saved file."""
+        return _from_doc(cls, FILE.from_state(state, PolicyFile, "AbstentionPolicy"))
 
     @property
     def note(self) -> str:
@@ -272,8 +325,13 @@ class AbstentionPolicy:
             "labels": None if self.labels is None else list(self.labels),
             "model_id": self.model_id,
             "splits": {"validation": self.split_id, "test": self.test_split_id},
-            "calibration": {"calibrated": self.calibrated, "temperature": self.temperature},
-            "validation": dict(self.validation),
+            "calibration": {
+                "calibrated": self.calibrated,
+                "temperature": self.temperature,
+                # written only when given, so older files keep their bytes
+                **({"calibrator_id": self.calibrator_id} if self.calibrator_id else {}),
+            },
+            "validation": None if self.validation is None else dict(self.validation),
             "guarantee": None
             if self.guarantee is None
             else {"level": self.guarantee, "risk_bound": self.risk_bound},
@@ -289,29 +347,7 @@ class AbstentionPolicy:
         """Read a saved policy. The file passes its one strict shape first
         (``PolicyFile``): a tampered or hostile file is refused with a
         ``DocumentFileError`` (a ``ConfigError``) naming the file and the field."""
-        doc = FILE.load(path, PolicyFile)
-        val = doc.validation
-        return cls(
-            kind=doc.kind,
-            threshold=doc.threshold,
-            risk_ceiling=doc.risk_ceiling,
-            n_classes=doc.n_classes,
-            labels=None if doc.labels is None else tuple(doc.labels),
-            model_id=doc.model_id,
-            split_id=doc.splits.validation,
-            test_split_id=doc.splits.test,
-            calibrated=doc.calibration.calibrated,
-            temperature=doc.calibration.temperature,
-            validation={
-                "coverage": val.coverage,
-                "risk": val.risk,
-                "accepted": val.accepted,
-                "errors": val.errors,
-                "total": val.total,
-            },
-            guarantee=None if doc.guarantee is None else doc.guarantee.level,
-            risk_bound=None if doc.guarantee is None else doc.guarantee.risk_bound,
-        )
+        return _from_doc(cls, FILE.load(path, PolicyFile))
 
     # -- applying -----------------------------------------------------------------------------
     def apply(
@@ -392,3 +428,44 @@ class AbstentionPolicy:
             threshold=self.threshold,
             risk_ceiling=self.risk_ceiling,
         )
+
+
+_OUR_FIELDS = {
+    "risk_ceiling",
+    "n_classes",
+    "split_id",
+    "test_split_id",
+    "calibrated",
+    "temperature",
+    "validation",
+    "guarantee",
+    "risk_bound",
+}
+
+
+def _from_doc(cls: type[AbstentionPolicy], doc: Any) -> AbstentionPolicy:
+    val = doc.validation
+    return cls(
+        kind=doc.kind,
+        threshold=doc.threshold,
+        risk_ceiling=doc.risk_ceiling,
+        n_classes=doc.n_classes,
+        labels=None if doc.labels is None else tuple(doc.labels),
+        model_id=doc.model_id,
+        split_id=doc.splits.validation,
+        test_split_id=doc.splits.test,
+        calibrated=doc.calibration.calibrated,
+        temperature=doc.calibration.temperature,
+        calibrator_id=doc.calibration.calibrator_id,
+        validation=None
+        if val is None
+        else {
+            "coverage": val.coverage,
+            "risk": val.risk,
+            "accepted": val.accepted,
+            "errors": val.errors,
+            "total": val.total,
+        },
+        guarantee=None if doc.guarantee is None else doc.guarantee.level,
+        risk_bound=None if doc.guarantee is None else doc.guarantee.risk_bound,
+    )

@@ -29,11 +29,13 @@ class AbstentionReport:
     coverage: float
     risk: float | None
     status: str  # "ok" | "no_accepted"
-    risk_ceiling: float
+    risk_ceiling: float | None  # None: a policy built directly, with no ceiling
 
     @property
     def within_ceiling(self) -> bool | None:
-        return None if self.risk is None else self.risk <= self.risk_ceiling
+        if self.risk is None or self.risk_ceiling is None:
+            return None
+        return self.risk <= self.risk_ceiling
 
 
 @dataclass(frozen=True)
@@ -50,7 +52,7 @@ class AbstentionResult:
     labels: tuple[str | int, ...] | None
     kind: str
     threshold: float
-    risk_ceiling: float
+    risk_ceiling: float | None
 
     def __len__(self) -> int:
         return int(self.accepted.shape[0])

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ from ..engine.data import tensor_digest
 from ..engine.probabilities import ProbabilitySpec, prediction_from_logits
 from ..errors import CalibrationError, CalibrationMismatchError, ModelFingerprintError
 from ..runs import CalibratorFile, DocumentType
-from ._inputs import check_overrides, check_prediction, check_text
+from ._inputs import check_overrides, check_prediction, check_split_ids, check_text
 from ._prediction import CalibratedPrediction
 from ._report import CalibrationReport, check_bins, report_calibrated
 
@@ -124,21 +125,30 @@ def _canonical(value: Any, name: str) -> str:
 @dataclass(frozen=True)
 class TemperatureCalibrator:
     """One temperature T (``.temperature`` is T itself: logits are divided by it), the
-    spec it was fitted under, the model and the splits it came from."""
+    spec it was fitted under, the model and the splits it came from.
+
+    Built by ``fit_temperature(...).require()``, read by ``load`` / ``from_state``, or
+    directly with NNx's arguments: ``TemperatureCalibrator(1.5, ("cat", "dog"),
+    model_id, split_id, train_split_id=None, test_split_id=None, fit_config={},
+    fit_result={})`` (a categorical calibrator over the labels' classes; its fit
+    statistics are None). Every argument is checked as it is built (``CalibrationError``
+    naming it). Equality and hashing follow ``state()``."""
 
     temperature: float
-    kind: str
-    class_axis: int
     labels: tuple[str | int, ...] | None
-    n_outputs: int  # size of the class axis
     model_id: str
     split_id: str
-    train_split_id: str | None
-    test_split_id: str | None
-    rows: int
-    nll_before: float
-    nll_after: float
-    iterations: int
+    train_split_id: str | None = None
+    test_split_id: str | None = None
+    fit_config: dict[str, Any] | None = None  # NNx's record of how it was fitted
+    fit_result: dict[str, Any] | None = None
+    kind: str = "categorical"
+    class_axis: int = -1
+    n_outputs: int | None = None  # size of the class axis; default: one per label
+    rows: int | None = None  # the fit's statistics: None when built from a temperature
+    nll_before: float | None = None
+    nll_after: float | None = None
+    iterations: int = 0
     disjointness: str = DISJOINTNESS
 
     def __post_init__(self) -> None:
@@ -147,15 +157,47 @@ class TemperatureCalibrator:
             raise CalibrationError(
                 "TemperatureCalibrator.temperature", t, "a temperature is a finite number > 0"
             )
+        object.__setattr__(self, "temperature", float(t))
+        if self.kind not in ("categorical", "bernoulli"):
+            raise CalibrationError(
+                "TemperatureCalibrator.kind", self.kind, "use 'categorical' or 'bernoulli'"
+            )
+        _set(self, "labels", _labels(self.labels))
+        if self.n_outputs is None and self.labels is not None:
+            _set(self, "n_outputs", len(self.labels))
         least = 2 if self.kind == "categorical" else 1
-        if self.n_outputs < least or (
-            self.labels is not None and len(self.labels) != self.n_outputs
+        n = self.n_outputs
+        if (
+            isinstance(n, bool)
+            or not isinstance(n, int)
+            or n < least
+            or (self.labels is not None and len(self.labels) != n)
         ):
             raise CalibrationError(
                 "TemperatureCalibrator.n_outputs",
-                self.n_outputs,
-                f"the class axis has one entry per label ({self.labels}), at least {least}",
+                n,
+                f"the class axis has one entry per label ({self.labels}), at least {least}; "
+                "pass the labels, or n_outputs=",
             )
+        if isinstance(self.class_axis, bool) or not isinstance(self.class_axis, int):
+            raise CalibrationError(
+                "TemperatureCalibrator.class_axis", self.class_axis, "pass an integer axis"
+            )
+        check_text(self.model_id, "TemperatureCalibrator.model_id")
+        check_text(self.split_id, "TemperatureCalibrator.split_id")
+        for name in ("train_split_id", "test_split_id"):
+            check_text(getattr(self, name), f"TemperatureCalibrator.{name}", optional=True)
+        check_split_ids(
+            train_split_id=self.train_split_id,
+            split_id=self.split_id,
+            test_split_id=self.test_split_id,
+        )
+        for name in ("fit_config", "fit_result"):
+            _set(self, name, _plain(getattr(self, name), f"TemperatureCalibrator.{name}"))
+        _check_fit(self)
+
+    def __hash__(self) -> int:
+        return hash(json.dumps(self.to_json(), sort_keys=True))
 
     @classmethod
     def from_fit(cls, fit: Any) -> TemperatureCalibrator:
@@ -164,12 +206,12 @@ class TemperatureCalibrator:
         assert fit.nll_after is not None
         return cls(
             temperature=fit.temperature,
+            model_id=fit.model_id,
+            split_id=fit.split_id,
             kind=fit.kind,
             class_axis=fit.class_axis,
             labels=fit.labels,
             n_outputs=fit.n_outputs,
-            model_id=fit.model_id,
-            split_id=fit.split_id,
             train_split_id=fit.train_split_id,
             test_split_id=fit.test_split_id,
             rows=fit.rows,
@@ -201,8 +243,20 @@ class TemperatureCalibrator:
                 "nll_before": self.nll_before,
                 "nll_after": self.nll_after,
                 "iterations": self.iterations,
+                # NNx's records enter only when given: older files stay byte-identical
+                **({"config": self.fit_config} if self.fit_config else {}),
+                **({"result": self.fit_result} if self.fit_result else {}),
             },
         }
+
+    def state(self) -> dict[str, Any]:
+        """NNx's name for the saved form: ``to_json()``; ``from_state`` reads it back."""
+        return self.to_json()
+
+    @classmethod
+    def from_state(cls, state: Any) -> TemperatureCalibrator:
+        """The calibrator ``state()`` gave, checked as strictly as a saved file."""
+        return _from_doc(cls, FILE.from_state(state, CalibratorFile, "TemperatureCalibrator"))
 
     def save(self, path: str | Path) -> Path:
         """Write the calibrator as JSON, atomically (the old file or the new one, never
@@ -214,23 +268,7 @@ class TemperatureCalibrator:
         """Read a saved calibrator. The file passes its one strict shape first
         (``CalibratorFile``): a tampered or hostile file is refused with a
         ``DocumentFileError`` (a ``ConfigError``) naming the file and the field."""
-        doc = FILE.load(path, CalibratorFile)
-        return cls(
-            temperature=doc.temperature,
-            kind=doc.spec.kind,
-            class_axis=doc.spec.class_axis,
-            labels=None if doc.spec.labels is None else tuple(doc.spec.labels),
-            n_outputs=doc.n_outputs,
-            model_id=doc.model_id,
-            split_id=doc.splits.calibration,
-            train_split_id=doc.splits.train,
-            test_split_id=doc.splits.test,
-            rows=doc.fit.rows,
-            nll_before=doc.fit.nll_before,
-            nll_after=doc.fit.nll_after,
-            iterations=doc.fit.iterations,
-            disjointness=doc.splits.disjointness,
-        )
+        return _from_doc(cls, FILE.load(path, CalibratorFile))
 
     # -- applying -----------------------------------------------------------------------------
     def _checked(self, prediction: Any, model_id: Any, override: Any) -> tuple[Any, tuple]:
@@ -336,3 +374,77 @@ class TemperatureCalibrator:
         bins = check_bins(bins)
         calibrated = self.transform(prediction, model_id=model_id, override=override)
         return report_calibrated(calibrated, y, split_id, self.split_id, bins)
+
+
+def _from_doc(cls: type[TemperatureCalibrator], doc: Any) -> TemperatureCalibrator:
+    return cls(
+        temperature=doc.temperature,
+        kind=doc.spec.kind,
+        class_axis=doc.spec.class_axis,
+        labels=None if doc.spec.labels is None else tuple(doc.spec.labels),
+        n_outputs=doc.n_outputs,
+        model_id=doc.model_id,
+        split_id=doc.splits.calibration,
+        train_split_id=doc.splits.train,
+        test_split_id=doc.splits.test,
+        fit_config=doc.fit.config,
+        fit_result=doc.fit.result,
+        rows=doc.fit.rows,
+        nll_before=doc.fit.nll_before,
+        nll_after=doc.fit.nll_after,
+        iterations=doc.fit.iterations,
+        disjointness=doc.splits.disjointness,
+    )
+
+
+def _set(obj: Any, name: str, value: Any) -> None:
+    object.__setattr__(obj, name, value)
+
+
+def _labels(labels: Any) -> tuple[str | int, ...] | None:
+    """Distinct, non-empty string or integer labels as a tuple (None: no labels)."""
+    if labels is None:
+        return None
+    fix = "pass the class labels in the logits' column order, e.g. ('cat', 'dog'), each once"
+    if isinstance(labels, str) or not isinstance(labels, tuple | list):
+        raise CalibrationError("TemperatureCalibrator.labels", labels, fix)
+    for label in labels:
+        ok = (isinstance(label, str) and label.strip()) or (
+            isinstance(label, int) and not isinstance(label, bool)
+        )
+        if not ok:
+            raise CalibrationError("TemperatureCalibrator.labels", label, fix)
+    if len(set(labels)) != len(labels):
+        raise CalibrationError("TemperatureCalibrator.labels", list(labels), fix)
+    return tuple(labels)
+
+
+def _plain(value: Any, field: str) -> dict[str, Any] | None:
+    """A JSON copy of a str-keyed mapping of finite values, or None for none / empty."""
+    if value is None:
+        return None
+    fix = "pass a mapping of JSON values (finite numbers, strings, lists) with string keys"
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
+        raise CalibrationError(field, value, fix)
+    try:
+        copy = json.loads(json.dumps(dict(value), allow_nan=False))
+    except (TypeError, ValueError):
+        raise CalibrationError(field, value, fix) from None
+    return copy or None
+
+
+def _check_fit(c: TemperatureCalibrator) -> None:
+    if c.rows is not None and (
+        isinstance(c.rows, bool) or not isinstance(c.rows, int) or c.rows < 1
+    ):
+        raise CalibrationError("TemperatureCalibrator.rows", c.rows, "pass a count >= 1, or None")
+    for name in ("nll_before", "nll_after"):
+        v = getattr(c, name)
+        bad = isinstance(v, bool) or not isinstance(v, int | float) or not 0 <= v < math.inf
+        if v is not None and bad:
+            raise CalibrationError(
+                f"TemperatureCalibrator.{name}", v, "pass a finite NLL >= 0, or None"
+            )
+    it = c.iterations
+    if isinstance(it, bool) or not isinstance(it, int) or it < 0:
+        raise CalibrationError("TemperatureCalibrator.iterations", it, "pass a count >= 0")

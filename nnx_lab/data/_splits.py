@@ -96,6 +96,17 @@ class SplitManifest:
         ``"position"``."""
         return self.__dict__.get("_ids", "sample")
 
+    @property
+    def source(self) -> str | None:
+        """NNx's record of the data the split was planned on (a digest or a declared
+        id), or None."""
+        return self.__dict__.get("_source")
+
+    @property
+    def seed(self) -> int | None:
+        """NNx's record of the seed the split was drawn with, or None."""
+        return self.__dict__.get("_seed")
+
     def sizes(self) -> dict[str, int]:
         return {name: len(getattr(self, name)) for name in (*SPLITS, "excluded")}
 
@@ -106,6 +117,9 @@ class SplitManifest:
             "strategy": self.strategy,
             "params": self.params,
             **{name: list(getattr(self, name)) for name in (*SPLITS, "excluded")},
+            # NNx's records, written only when given: older states keep their bytes
+            **({"source": self.source} if self.source is not None else {}),
+            **({"seed": self.seed} if self.seed is not None else {}),
         }
 
     def digest(self) -> str:
@@ -154,6 +168,8 @@ class SplitManifest:
             excluded=tuple(doc.excluded),
             strategy=doc.strategy,
             params=doc.params,
+            source=doc.source,
+            seed=doc.seed,
         )
 
 
@@ -200,6 +216,8 @@ def _init_with_nnx_names(
     validation: Any = _UNSET,
     ids: str | None = None,
     parameters: Any = _UNSET,
+    source: Any = None,
+    seed: Any = None,
     **kwargs: Any,
 ) -> None:
     # NNx 0.4.1 spells it SplitManifest(strategy, train, validation, test, excluded=(),
@@ -220,6 +238,19 @@ def _init_with_nnx_names(
     if ids is not None and ids not in _ID_KINDS:
         raise SplitError(f"SplitManifest: ids={ids!r} is invalid: pass 'sample' or 'position'")
     object.__setattr__(self, "_ids", ids or "sample")
+    if source is not None:
+        if hasattr(source, "hexdigest"):  # a provenance Digest: "sha256:<hex>"
+            source = str(source)
+        if not isinstance(source, str) or not source.strip():
+            raise SplitError(
+                f"SplitManifest: source={source!r} is invalid: pass the data's digest "
+                "(hash_file(path)) or a non-empty declared id"
+            )
+        object.__setattr__(self, "_source", source)
+    if seed is not None:
+        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+            raise SplitError(f"SplitManifest: seed={seed!r} is invalid: pass an integer >= 0")
+        object.__setattr__(self, "_seed", int(seed))
     _dataclass_init(self, *args, **kwargs)
 
 

@@ -59,6 +59,18 @@ def as_tensor(value: Any, field: str, device: torch.device | None) -> torch.Tens
     return value if device is None else value.to(device, non_blocking=True)
 
 
+def valid_mask(valid: Any, y: torch.Tensor, device: torch.device | None) -> torch.Tensor:
+    """NNx's ``valid=``: a boolean mask shaped like the targets (True: scored)."""
+    mask = as_tensor(valid, "valid", device)
+    if mask.dtype is not torch.bool or tuple(mask.shape) != tuple(y.shape):
+        raise DataError(
+            "valid",
+            f"is {mask.dtype} of shape {tuple(mask.shape)}",
+            f"pass a boolean mask shaped like the targets {tuple(y.shape)} (True: score it)",
+        )
+    return mask
+
+
 def shape_batch(d: Declared, y: torch.Tensor, given: dict[str, torch.Tensor]) -> Shaped:
     """``y`` (the targets) and the ``given`` predictions (by name: logits,
     probabilities, decoded, values) as one ``MetricBatch``."""

@@ -15,10 +15,10 @@ from typing import Any
 import torch
 
 from ..errors import ConfigError, DataError, MetricMergeError
-from ._stream_inputs import Declared, as_tensor, shape_batch
+from ._stream_inputs import Declared, as_tensor, shape_batch, valid_mask
 from .metrics import KINDS, FinalizeContext, MetricBatch, MetricSpec, statistic_for
 
-__all__ = ["MetricsResult", "StreamingMetrics"]
+__all__ = ["BatchCount", "MetricSnapshot", "MetricsResult", "StreamingMetrics"]
 
 _ALIASES = {"binary": "bernoulli", "multilabel": "bernoulli", "continuous": "regression"}
 _IGNORE_INDEX = -100  # torch's and the engine's default
@@ -36,6 +36,54 @@ class MetricsResult:
 
     def __getitem__(self, key: str) -> float | None:
         return self.values[key]
+
+    @property
+    def count(self) -> int:
+        """NNx's name for ``valid``: the target entries scored."""
+        return self.valid
+
+    @property
+    def unavailable(self) -> tuple[str, ...]:
+        """The declared metrics with no value (NNx's field; here they are None in
+        ``values``)."""
+        return tuple(k for k, v in self.values.items() if v is None)
+
+
+MetricSnapshot = MetricsResult  # NNx's name for what finalize() returns
+
+
+class BatchCount:
+    """What ``update`` returns: the entries a batch scored, an integer read from the
+    device when first used (``int(c)``, ``c == 3``, ``c + 1``, an index)."""
+
+    __slots__ = ("_tensor", "_value")
+
+    def __init__(self, tensor: torch.Tensor) -> None:
+        self._tensor, self._value = tensor, None
+
+    def __int__(self) -> int:
+        if self._value is None:
+            self._value = int(self._tensor)
+        return self._value
+
+    __index__ = __int__
+
+    def __eq__(self, other: object) -> bool:
+        return int(self) == other
+
+    def __hash__(self) -> int:
+        return hash(int(self))
+
+    def __lt__(self, other: Any) -> bool:
+        return int(self) < other
+
+    def __add__(self, other: Any) -> Any:
+        return int(self) + other
+
+    __radd__ = __add__
+
+    def __repr__(self) -> str:
+        return repr(int(self))
 
 
 class StreamingMetrics:
@@ -123,6 +171,25 @@ class StreamingMetrics:
         self._bad_targets: torch.Tensor | None = None
         self._bad_inputs: torch.Tensor | None = None
 
+    @classmethod
+    def for_task(
+        cls, metrics: Sequence[MetricSpec | str], task: Any, *, materialize: bool = False
+    ) -> StreamingMetrics:
+        """NNx's form: accumulators for a model's ``TaskSpec`` (its kind, its
+        ``ignore_index`` and its class count). ``materialize`` is accepted for NNx's
+        signature: nnx-lab's metrics that keep every score (AUROC) always do."""
+        kind = getattr(task, "metric_kind", None)
+        if not isinstance(kind, str):
+            raise ConfigError(
+                "StreamingMetrics.for_task", task, "pass a TaskSpec, e.g. model.params.task"
+            )
+        if not isinstance(materialize, bool):
+            raise ConfigError("StreamingMetrics.materialize", materialize, "pass True or False")
+        out = cls(metrics, kind, ignore_index=task.ignore_index)
+        if kind != "regression" and task.n_outputs is not None:
+            out.n_classes = int(task.n_outputs)
+        return out
+
     # -- declarations -------------------------------------------------------------------------
     def declaration(self) -> dict[str, Any]:
         """What two accumulations must share to merge."""
@@ -149,18 +216,52 @@ class StreamingMetrics:
     # -- update -------------------------------------------------------------------------------
     def update(
         self,
-        targets: Any,
+        target: Any,
         *,
+        logits: Any = None,
+        probabilities: Any = None,
+        labels: Any = None,
+        decoded: Any = None,
+        values: Any = None,
+        prediction: Any = None,
+        valid: Any = None,
+    ) -> int:
+        """Add one batch; returns the number of target entries it scored (NNx's count:
+        a ``BatchCount``, read from the device only when it is used, so an update whose
+        count is ignored never waits for the device).
+
+        Pass what you have: ``logits`` (preferred: exact NLL and AUROC for saturated
+        outputs), ``probabilities``, decoded ``labels`` (``decoded`` is nnx-lab's name),
+        regression ``values``, or a ``prediction`` (a ``PredictionResult`` or
+        ``CalibratedPrediction``). ``target`` aligns with the rows; ``valid`` (boolean,
+        shaped like it) leaves entries out, as ``ignore_index`` and NaN targets are."""
+        if labels is not None:
+            if decoded is not None:
+                raise ConfigError(
+                    "StreamingMetrics.update",
+                    "labels= with decoded=",
+                    "pass the decoded predictions once (labels is NNx's name for decoded)",
+                )
+            decoded = labels
+        batch = self._update(target, logits, probabilities, decoded, values, prediction, valid)
+        return BatchCount(batch.valid.sum())  # type: ignore[return-value]
+
+    def update_logits(self, target: Any, logits: Any, *, valid: Any = None) -> int:
+        """NNx's form for raw model outputs (class axis as declared): ``update(target,
+        logits=logits, valid=valid)``."""
+        return self.update(target, logits=logits, valid=valid)
+
+    def _update(
+        self,
+        targets: Any,
         logits: Any = None,
         probabilities: Any = None,
         decoded: Any = None,
         values: Any = None,
         prediction: Any = None,
-    ) -> None:
-        """Add one batch. Pass what you have: ``logits`` (preferred: exact NLL and
-        AUROC for saturated outputs), ``probabilities``, ``decoded`` labels, regression
-        ``values``, or a ``prediction`` (a ``PredictionResult`` or
-        ``CalibratedPrediction``). ``targets`` align with the rows."""
+        valid: Any = None,
+    ) -> MetricBatch:
+        """Add one batch without reading anything back (what the engine calls)."""
         if prediction is not None:
             logits, decoded, values = self._from_prediction(prediction, logits, decoded, values)
         device = self.device
@@ -187,6 +288,10 @@ class StreamingMetrics:
         }
         shaped = shape_batch(self._declared(), y, given)
         batch = shaped.batch
+        if valid is not None:
+            keep = valid_mask(valid, y, device).reshape(batch.valid.shape)
+            batch.valid = batch.valid & keep
+            batch.targets = torch.where(keep, batch.targets, torch.zeros_like(batch.targets))
         self.n_classes = shaped.n_classes
         self.device = device
         self._add_counters(batch, given, shaped.bad_targets)
@@ -200,6 +305,7 @@ class StreamingMetrics:
                 parts = self._parts.setdefault(key, {k: [] for k in contribution})
                 for k, v in contribution.items():
                     parts[k].append(v)
+        return batch
 
     def _add_sums(self, key: tuple[str, tuple], tensors: dict[str, torch.Tensor]) -> None:
         sums = self._sums.get(key)

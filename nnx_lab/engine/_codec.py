@@ -26,7 +26,8 @@ def split_state(tree: Any, prefix: str, tensors: dict[str, torch.Tensor]) -> Any
     """The JSON form of ``tree``; its tensors and arrays are added to ``tensors``."""
     if isinstance(tree, torch.Tensor):
         key = _free_key(prefix, tensors)
-        tensors[key] = tree.detach().cpu().contiguous().clone()
+        # no copy: the caller serializes ``tensors`` at once, before anything trains on
+        tensors[key] = tree.detach().cpu().contiguous()
         return {"__tensor__": key}
     if isinstance(tree, np.ndarray):
         if tree.dtype.hasobject:

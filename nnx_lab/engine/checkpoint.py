@@ -83,6 +83,11 @@ def _run_dir(run: Any, runs_root: Any) -> tuple[str, Path]:
     return run, run_dir(resolve_runs_root(runs_root), run, "run")
 
 
+def checkpoint_folder(run: Any, runs_root: Any = None) -> Path:
+    """The checkpoints folder of a run (an NNRun, or an id under ``runs_root``)."""
+    return _checkpoint_folder(_run_dir(run, runs_root)[1])
+
+
 def write_checkpoint(
     run_dir: Path,
     types: Sequence[str],
@@ -91,7 +96,7 @@ def write_checkpoint(
     training_state: TrainingState | dict[str, Any] | None,
     meta: dict[str, Any],
 ) -> list[Path]:
-    """Write one or more checkpoint types (last/best) of the same state atomically.
+    """Write one or more checkpoint types (last, best, a phase) of one state atomically.
 
     The tensors are serialized once; a second type gets a hard link to the same bytes
     under its own name, so LAST and BEST of one epoch cost one write. The types are
@@ -424,7 +429,8 @@ class NNCheckpoint:
     def load(
         cls, run: Any, type: Checkpoints | str = Checkpoints.LAST, runs_root: Any = None
     ) -> NNCheckpoint:
-        """Load LAST or BEST of a run (an NNRun or an id); verifies the checksum first."""
+        """Load a checkpoint of a run (an NNRun or an id): LAST, BEST or a phase (FIRST, Q1,
+        Q2, Q3); verifies the checksum first."""
         type_ = coerce_enum(Checkpoints, type, "type")
         run_id, run_dir = _run_dir(run, runs_root)
         sidecar_path = _checkpoint_folder(run_dir) / f"{type_.value}.json"

@@ -70,7 +70,9 @@ def first_batch(loader: Any, field: str) -> Any:
     """The loader's first batch, taken under a saved-and-restored RNG."""
     _check_source(loader, field)
     with preserved_rng([loader]):
-        iterator = iter(loader)
+        # the fast path's first batch is the loader's, bit for bit, without fetching and
+        # stacking its rows one by one (every train() call takes this batch)
+        iterator = batches(loader)
         try:
             return next(iterator)
         except StopIteration:

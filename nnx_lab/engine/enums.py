@@ -113,6 +113,12 @@ class Optims(_NamedEnum):
 class Checkpoints(_NamedEnum):
     LAST = "last"
     BEST = "best"
+    # NNx's phase checkpoints: the weights after the first epoch and at each quarter of
+    # the epochs a run plans (engine/phases.py)
+    FIRST = "first"
+    Q1 = "q1"
+    Q2 = "q2"
+    Q3 = "q3"
 
 
 class RunStatus(_NamedEnum):

@@ -8,6 +8,7 @@ engine; this module adds the loop's live control object.
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 from ..runs import (
     HOOKS,
@@ -15,6 +16,7 @@ from ..runs import (
     EpochEnded,
     EpochStarted,
     Event,
+    FigureReady,
     RunEnding,
     RunFinished,
     RunStarted,
@@ -25,6 +27,7 @@ from ..runs import (
     SweepPoints,
     SweepStarted,
     event_from_json,
+    figure_event,
 )
 
 __all__ = [
@@ -33,6 +36,7 @@ __all__ = [
     "EpochEnded",
     "EpochStarted",
     "Event",
+    "FigureReady",
     "RunEnding",
     "RunFinished",
     "RunStarted",
@@ -83,3 +87,22 @@ class TrainingControl:
     @property
     def stop_requested(self) -> bool:
         return self._stop.is_set()
+
+    def bind(self, emit: Any) -> None:
+        """The event stream's ``emit`` (the loop's bus binds it when it attaches)."""
+        self._emit = emit
+
+    def show_figure(self, name: str, epoch: int, kind: str, data: Any) -> FigureReady:
+        """Hand the monitor (and the run folder) a figure for ``epoch``: ``kind`` "png"
+        (``data``: PNG bytes), "plotly" (a plotly Figure, its JSON or dict) or "scatter"
+        (``{"x": [...], "y": [...], "group": [...]}`` or an (n, 2) array). Checked first:
+        a bad one is a ``ValueError`` and nothing is shown or written. Returns the event."""
+        event = figure_event(name, epoch, kind, data)
+        emit = getattr(self, "_emit", None)
+        if emit is None:
+            raise RuntimeError(
+                "show_figure needs a running loop: call it from a callback's hook while "
+                "the run trains"
+            )
+        emit(event)
+        return event

@@ -33,6 +33,7 @@ from .edp import EDP
 from .enums import Devices
 from .evaluate import evaluate
 from .events import TrainingControl
+from .finetune import freeze, frozen, unfreeze
 from .fingerprint import code_record
 from .losses import LossFn
 from .network_source import (
@@ -45,6 +46,7 @@ from .network_source import (
     net_json,
     refuse_loss_ref,
 )
+from .param_groups import optimizer_groups
 from .params import NNModelParams, NNParams, NNTrainParams
 from .precision import PrecisionPolicy, ResolvedPrecision, resolve_precision
 from .prediction import (
@@ -318,6 +320,7 @@ class NNModel:
         task = self._task_for_loader(params.train_loader, "NNTrainParams.train_loader")
         check_metric_params(params, task, eval_step_fn)
         check_compile(model_params.compile, distributed)
+        optimizer_groups(self.net, params.optim)  # a rule with no parameter is refused now
         check_loader(params.train_loader, "NNTrainParams.train_loader", net_params, task)
         if params.val_loader is not None:
             check_loader(params.val_loader, "NNTrainParams.val_loader", net_params, task)
@@ -359,11 +362,20 @@ class NNModel:
             salt=salt,
             objective=objective,
             train_step_fn=train_step_fn,
+            frozen=frozen(self.net),
         )
 
     def expected_run_id(self, params: NNTrainParams, *, salt: str | None = None) -> str:
         """The id ``train(params)`` would give its run (see ``run_config``)."""
         return run_id_for(self.run_config(params, salt=salt))
+
+    def freeze(self, *patterns: str) -> int:
+        """Freeze the parameters matching the globs (``finetune.freeze``); the count."""
+        return freeze(self.net, *patterns)
+
+    def unfreeze(self, *patterns: str) -> int:
+        """Unfreeze the parameters matching the globs (``finetune.unfreeze``); the count."""
+        return unfreeze(self.net, *patterns)
 
     def weights_digest(self) -> str:
         h = hashlib.sha256()

@@ -10,8 +10,10 @@ optimizer (Adam / AdamW keep two moments per trainable value, SGD with momentum 
 RMSprop one, plain SGD none).
 
 The ModelSummary widget only draws this; ``ModelSummaryData.text()`` is the terminal's
-version. Each row has a ``columns`` dict for per-parameter annotations added later
-(e.g. which fine-tuning rule matched), so the table grows without a new shape.
+version. Each row has a ``columns`` dict for per-parameter annotations: given ``optim``,
+the fine-tuning rule that matched each of the row's own parameters (its
+``NNParamGroupSpec`` pattern, or "default"), its effective learning rate and weight
+decay, and whether it is frozen (``ModelSummaryData.parameters`` has them per parameter).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import torch
 from ..errors import ConfigError, DataError
 from .adapters import Inputs, adapt_source, forward
 from .enums import Optims
+from .param_groups import ParameterRule, parameter_rules
 from .training_state import preserved_rng
 
 __all__ = ["ModelSummaryData", "SummaryRow", "optimizer_state_slots", "summarize_model"]
@@ -80,6 +83,7 @@ class ModelSummaryData:
     totals: dict[str, Any]
     input_shape: Any = None
     notes: list[str] = field(default_factory=list)
+    parameters: list[ParameterRule] = field(default_factory=list)  # given optim=
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -87,6 +91,7 @@ class ModelSummaryData:
             "totals": self.totals,
             "input_shape": self.input_shape,
             "notes": self.notes,
+            "parameters": [p.to_json() for p in self.parameters],
         }
 
     def find(self, text: str) -> list[SummaryRow]:
@@ -96,7 +101,8 @@ class ModelSummaryData:
 
     def text(self, max_depth: int | None = None) -> str:
         shapes = any(r.output_shape is not None for r in self.rows)
-        head = ["layer", "type", "params", "state"] + (["output"] if shapes else [])
+        extra = list(dict.fromkeys(k for r in self.rows for k in r.columns))
+        head = ["layer", "type", "params", "state"] + (["output"] if shapes else []) + extra
         lines = []
         for r in self.rows:
             if max_depth is not None and r.depth > max_depth:
@@ -105,6 +111,7 @@ class ModelSummaryData:
             cells = [label, r.type, f"{r.params:,}", r.state]
             if shapes:
                 cells.append(_shape_text(r.output_shape))
+            cells += [str(r.columns.get(k, "")) for k in extra]
             lines.append(cells)
         widths = [max(len(str(c)) for c in col) for col in zip(head, *lines, strict=False)]
         fmt = lambda cells: "  ".join(str(c).ljust(w) for c, w in zip(cells, widths, strict=False))  # noqa: E731
@@ -244,6 +251,39 @@ def _rows(net: torch.nn.Module) -> list[SummaryRow]:
     return rows
 
 
+_RULE_COLUMNS = ("rule", "lr", "weight decay", "frozen")
+
+
+def _cell(rule: ParameterRule, column: str) -> str:
+    if column == "frozen":
+        return "yes" if rule.frozen else "no"
+    if rule.frozen:
+        return "-"  # a frozen parameter is in no optimizer group
+    if column == "rule":
+        return str(rule.rule)
+    return f"{rule.lr if column == 'lr' else rule.weight_decay:g}"
+
+
+def _rule_columns(rows: list[SummaryRow], rules: tuple[ParameterRule, ...]) -> None:
+    """Each row's own parameters' rule, lr, weight decay and frozen state: one value
+    when they agree, else one per parameter ("weight: 1e-05; bias: 0.001")."""
+    by_name = {r.name: r for r in rules}
+    for row in rows:
+        own = {
+            key.rsplit(".", 1)[-1]: rule
+            for key, rule in by_name.items()
+            if key.rpartition(".")[0] == row.path
+        }
+        if not own:
+            continue
+        for column in _RULE_COLUMNS:
+            cells = {name: _cell(rule, column) for name, rule in own.items()}
+            if len(set(cells.values())) == 1:
+                row.columns[column] = next(iter(cells.values()))
+            else:
+                row.columns[column] = "; ".join(f"{n}: {v}" for n, v in cells.items())
+
+
 def summarize_model(
     model: Any, batch: Any = None, *, optim: Any = None, shapes: bool = True
 ) -> ModelSummaryData:
@@ -251,12 +291,19 @@ def summarize_model(
 
     ``batch``: a sample (a tensor of inputs, an ``(X, y)`` batch, or a batch the model's
     adapter reads) for the output shapes. ``optim``: the ``NNOptimParams`` whose state
-    memory to count (default Adam, what ``NNOptimParams()`` is).
+    memory to count (default Adam, what ``NNOptimParams()`` is); given, each row also
+    shows which of its ``param_groups`` rules matched the row's own parameters, their
+    effective learning rate and weight decay, and whether they are frozen (a rule that
+    matches no trainable parameter is refused, as ``train`` refuses it).
     """
     net = getattr(model, "net", model)
     if not isinstance(net, torch.nn.Module):
         raise ConfigError("model", type(model).__name__, "pass an NNModel or an nn.Module")
     rows = _rows(net)
+    rules: tuple[ParameterRule, ...] = ()
+    if optim is not None and hasattr(optim, "param_groups"):
+        rules = parameter_rules(net, optim)
+        _rule_columns(rows, rules)
     input_shape = None
     notes: list[str] = []
     if batch is not None and shapes:
@@ -290,4 +337,4 @@ def summarize_model(
         "total_bytes": param_bytes + buffer_bytes + grad_bytes + optimizer_bytes,
         "modules": len(rows),
     }
-    return ModelSummaryData(rows, totals, input_shape, notes)
+    return ModelSummaryData(rows, totals, input_shape, notes, list(rules))

@@ -7,22 +7,35 @@ from typing import Any
 import torch
 
 from .enums import Optims
+from .param_groups import optimizer_groups
 
-__all__ = ["build_optimizer", "build_scheduler", "optimizer_topology", "trainable_groups"]
+__all__ = [
+    "build_optimizer",
+    "build_scheduler",
+    "optimizer_groups",
+    "optimizer_topology",
+    "trainable_groups",
+]
 
 
 def trainable_groups(net: torch.nn.Module) -> list[list[torch.nn.Parameter]]:
-    """The optimizer's parameter groups: one group of the trainable parameters."""
+    """One group of the trainable parameters (the LR finder's: it sweeps one rate)."""
     return [[p for p in net.parameters() if p.requires_grad]]
 
 
-def optimizer_topology(groups: list[list[torch.Tensor]]) -> list[list[list[int]]]:
+def _params_of(group: Any) -> Any:
+    return group["params"] if isinstance(group, dict) else group
+
+
+def optimizer_topology(groups: list[Any]) -> list[list[list[int]]]:
     """Per group, the shapes of its parameters: what a resumed optimizer must match."""
-    return [[list(p.shape) for p in group] for group in groups]
+    return [[list(p.shape) for p in _params_of(group)] for group in groups]
 
 
-def build_optimizer(groups: list[list[torch.nn.Parameter]], optim: Any) -> torch.optim.Optimizer:
-    params = [{"params": g} for g in groups]
+def build_optimizer(groups: list[Any], optim: Any) -> torch.optim.Optimizer:
+    """The optimizer over ``groups``: lists of parameters, or ``optimizer_groups``'
+    dicts, whose own ``lr`` / ``weight_decay`` override ``optim``'s."""
+    params = [dict(g) if isinstance(g, dict) else {"params": g} for g in groups]
     kw: dict[str, Any] = {"lr": optim.max_lr, "weight_decay": optim.weight_decay}
     if optim.name is Optims.ADAM:
         return torch.optim.Adam(params, betas=optim.momentum, **kw)

@@ -11,6 +11,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from .enums import Optims, coerce_enum
+from .param_groups import NNParamGroupSpec, coerce_group_specs
 from .params_base import FLOAT32_MAX, Params, finite, is_real, positive_int, set_field
 
 __all__ = ["NNOptimParams", "NNOptimParamsBuilder", "NNSchedulerParams"]
@@ -21,17 +22,22 @@ _BETAS_DEFAULT = (0.9, 0.999)
 
 @dataclass(frozen=True)
 class NNOptimParams(Params):
-    """Optimizer settings. ``momentum`` is Adam's (beta1, beta2) pair, or SGD/RMSprop's float."""
+    """Optimizer settings. ``momentum`` is Adam's (beta1, beta2) pair, or SGD/RMSprop's float.
+
+    ``param_groups``: fine-tuning rules (``NNParamGroupSpec``), first match wins; the
+    parameters no rule matches train with ``max_lr`` and ``weight_decay``."""
 
     name: Optims = Optims.ADAM
     max_lr: float = 1e-3
     momentum: Any = None  # None: (0.9, 0.999) for Adam/AdamW, 0.9 for SGD, 0.0 for RMSprop
     weight_decay: float = 0.0
     grad_clip_norm: float | None = None
+    param_groups: tuple[NNParamGroupSpec, ...] = ()
 
     def __post_init__(self) -> None:
         name = coerce_enum(Optims, self.name, "NNOptimParams.name")
         set_field(self, "name", name)
+        set_field(self, "param_groups", coerce_group_specs(self.param_groups))
         set_field(
             self,
             "max_lr",
@@ -108,6 +114,12 @@ class NNOptimParams(Params):
     def builder() -> NNOptimParamsBuilder:
         return NNOptimParamsBuilder()
 
+    def to_json(self) -> dict[str, Any]:
+        data = super().to_json()
+        if not self.param_groups:  # absent by default: existing run ids stay as they were
+            data.pop("param_groups")
+        return data
+
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> NNOptimParams:
         return cls(**data)
@@ -170,6 +182,10 @@ class NNOptimParamsBuilder:
 
     def grad_clip_norm(self, value: float | None) -> NNOptimParamsBuilder:
         self._values["grad_clip_norm"] = value
+        return self
+
+    def param_groups(self, *specs: NNParamGroupSpec) -> NNOptimParamsBuilder:
+        self._values["param_groups"] = specs
         return self
 
     def build(self) -> NNOptimParams:

@@ -224,6 +224,9 @@ class PredictionResult:
     axis (each row sums to 1) or the element-wise sigmoid; ``decoded`` argmax class
     indices or 0/1 indicators (a regression model: its continuous values, with
     ``probabilities`` and ``spec`` None); ``sample_ids`` the identity of each row.
+
+    The fields are torch tensors, on the model's device; ``to_numpy()`` gives NNx's
+    NumPy form (docs/nnx_differences.md).
     """
 
     logits: torch.Tensor
@@ -234,6 +237,13 @@ class PredictionResult:
 
     def __len__(self) -> int:
         return int(self.logits.shape[0])
+
+    def to_numpy(self) -> Any:
+        """NNx's form: NumPy arrays, probabilities in the logits' dtype (float16 stays
+        float16; bfloat16, which NumPy has not, gives float32); ``NumpyPrediction``."""
+        from .prediction_numpy import to_numpy
+
+        return to_numpy(self)
 
     @property
     def class_indices(self) -> torch.Tensor:
@@ -296,6 +306,12 @@ class PredictionBatch:
         return iter((self.logits, self.classes))
 
 
+def _given_logits(logits: Any) -> Any:
+    if isinstance(logits, np.ndarray):
+        return torch.from_numpy(logits)
+    return logits.detach() if isinstance(logits, torch.Tensor) else logits
+
+
 def _check_logits(logits: Any) -> torch.Tensor:
     if isinstance(logits, np.ndarray):
         logits = torch.from_numpy(logits)
@@ -328,7 +344,7 @@ def prediction_from_logits(
             f"a {type(spec).__name__} is not a ProbabilitySpec",
             "pass ProbabilitySpec(kind='categorical' | 'bernoulli', class_axis=..., labels=...)",
         )
-    logits = _check_logits(logits)
+    given, logits = _given_logits(logits), _check_logits(logits)
     axis = spec.check_shape(tuple(logits.shape))
     finite = torch.isfinite(logits)
     if not bool(finite.all()):
@@ -347,4 +363,5 @@ def prediction_from_logits(
     else:
         probabilities = torch.sigmoid(logits)
         decoded = (logits >= 0).long()
-    return PredictionResult(logits, probabilities, decoded, spec, ids)
+    # the logits as given (float16 stays float16: to_numpy() gives probabilities in it)
+    return PredictionResult(given, probabilities, decoded, spec, ids)

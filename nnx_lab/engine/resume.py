@@ -21,7 +21,7 @@ from ..errors import ConfigError, ResumeError, ResumeNotFoundError, TrainingStat
 from ..runs import run_dir
 from .checkpoint import NNCheckpoint
 from .handlers.jsonl_log import JsonlLogger
-from .optim import optimizer_topology, trainable_groups
+from .optim import optimizer_groups, optimizer_topology
 from .precision import ResolvedPrecision
 from .resume_best import CarriedBest, best_to_carry
 from .run_handle import read_events, write_metadata
@@ -39,7 +39,7 @@ __all__ = ["ResumeError", "ResumePlan", "plan_resume"]
 # Optimizer settings a stateful resume takes from the checkpoint (load_state_dict
 # restores them); a different value in NNOptimParams would be silently ignored, so it is
 # refused. grad_clip_norm is applied by the loop from the new params and may change.
-_OPTIM_STATE_FIELDS = ("name", "max_lr", "momentum", "weight_decay")
+_OPTIM_STATE_FIELDS = ("name", "max_lr", "momentum", "weight_decay", "param_groups")
 
 
 @dataclass
@@ -305,7 +305,7 @@ def _check_precision(source_id: str, state: TrainingState, precision: ResolvedPr
 def _check_optimizer(
     source_id: str, state: TrainingState, model: NNModel, params: NNTrainParams
 ) -> None:
-    topology = optimizer_topology(trainable_groups(model.net))
+    topology = optimizer_topology(optimizer_groups(model.net, params.optim))
     if state.optimizer_name != params.optim.name.value or state.optimizer_topology != topology:
         raise ResumeError(
             f"resume optimizer topology mismatch: the checkpoint of run {source_id} holds a "

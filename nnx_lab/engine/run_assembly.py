@@ -32,6 +32,7 @@ from .events import TrainingControl
 from .fingerprint import callable_identity
 from .handlers import (
     CheckpointPolicy,
+    FigureWriter,
     JsonlLogger,
     ProgressBar,
     RunRecorder,
@@ -42,7 +43,7 @@ from .handlers.run_directory import RunEndRecord, write_end_record
 from .loop import RunInfo, TrainingLoop
 from .objective_ddp import DistributedObjectiveStep
 from .objective_step import ObjectiveStep
-from .optim import build_optimizer, build_scheduler, trainable_groups
+from .optim import build_optimizer, build_scheduler, optimizer_groups
 from .params import NNModelParams, NNTrainParams
 from .precision import ResolvedPrecision
 from .registry import RuntimeModuleRef
@@ -94,11 +95,13 @@ def run_config(
     salt: str | None = None,
     objective: Any = None,
     train_step_fn: Any = None,
+    frozen: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """The ``run.yaml`` of a run of these params; ``weights_digest()`` gives the initial
     weights' digest (not asked for a resumed run, whose weights come from its source,
     nor for a wrapped module, identified by its topology). ``net_params`` is the net's
-    JSON; ``dropout`` the MLP's (None: an own module, which may hold dropout)."""
+    JSON; ``dropout`` the MLP's (None: an own module, which may hold dropout);
+    ``frozen`` the names of the parameters that do not train."""
     runtime = isinstance(model_params.net, RuntimeModuleRef)
     initial = None if params.resume_from_run_id is not None or runtime else weights_digest()
     config = {
@@ -114,6 +117,8 @@ def run_config(
     if distributed is not None and dropout > 0:
         # Each rank draws its own dropout masks: the result depends on the world size.
         config["distributed"] = {"world_size": distributed.world_size}
+    if frozen:  # absent when nothing is frozen: existing run ids stay as they were
+        config["frozen"] = list(frozen)
     if eval_step_fn is not None:  # absent by default: existing run ids stay as they were
         config["eval_step"] = callable_identity(eval_step_fn)
     if objective is not None:  # its code and its non-finite policy make another run
@@ -311,13 +316,14 @@ def _assemble(
         if callable(reset):
             reset()
     seed_everything(params.seed)
-    optimizer = build_optimizer(trainable_groups(model.net), params.optim)
+    optimizer = build_optimizer(optimizer_groups(model.net, params.optim), params.optim)
     scaler = torch.amp.GradScaler(model.device.type) if precision.uses_scaler else None
     updater = Updater(optimizer, scaler, precision, params.optim.grad_clip_norm)
     bus = EventBus([run])
     if recorder is not None:
         bus.add(recorder)
         bus.add(JsonlLogger(run.run_dir / "metrics.jsonl"))
+        bus.add(FigureWriter(run.run_dir))
         if params.progress and not tqdm_disabled():
             bus.add(ProgressBar())
     for sink in adapt_callbacks(callbacks, model, run):
@@ -369,6 +375,7 @@ def _assemble(
                 bus.emit,
                 gone=recorder.gone_reason,
                 best_at=None if resume is None else resume.best_at,
+                phases=params.save_phase_checkpoints,
             )
         )
         bus.add(RunEndRecord(recorder, loop))  # after the policy: the end once saved

@@ -195,6 +195,16 @@ class NNRun:
         salt = self.config.get("salt")
         return salt if isinstance(salt, str) else None
 
+    def checkpoints(self, root: str | os.PathLike[str] | None = None) -> list[Any]:
+        """NNx's phase checkpoints: ``[FIRST, Q1, Q2, Q3, LAST]``, each an
+        ``NNCheckpoint`` or None where this run wrote none (a short run has no Q1:
+        docs/runs.md#phase-checkpoints). BEST is left out, as in NNx: it duplicates
+        whichever of these won; ``NNCheckpoint.load(run, Checkpoints.BEST)`` loads it.
+        ``root``: the runs root to read the run from (default: the run's own folder)."""
+        from .phases import run_checkpoints
+
+        return run_checkpoints(self, root)
+
     @staticmethod
     def all(root: str | os.PathLike[str] | None = None) -> list[NNRun]:
         """Every run under the runs root (``NNRun.load`` of each folder named by a run id

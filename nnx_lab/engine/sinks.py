@@ -115,6 +115,7 @@ class EventBus:
             fn(event)
 
     def attach(self, control: TrainingControl) -> None:
+        control.bind(self.emit)  # a sink's control.show_figure(...) comes back here
         for sink in self.sinks:
             fn = getattr(sink, "on_attach", None)
             if callable(fn):

@@ -226,8 +226,8 @@ class StepBuffer:
         task = self.task
         if task.k is None:
             return None
-        preds = torch.cat([p.reshape(-1) for p in self.preds]).cpu().numpy()
-        truth = torch.cat([y.reshape(-1) for y in self.targets]).cpu().numpy()
+        preds = torch.cat([_flat(p) for p in self.preds]).cpu().numpy()
+        truth = torch.cat([_flat(y) for y in self.targets]).cpu().numpy()
         counts = [p.numel() for p in self.preds]
         steps = np.repeat(np.arange(len(counts)), counts)
         return task.confusion_host(steps, truth.astype(np.int64), preds, len(counts))
@@ -262,3 +262,9 @@ class StepBuffer:
         self.meta = [(*m[:4], int(r)) for m, r in zip(self.meta, total[:n], strict=True)]
         if conf is not None:
             conf[...] = total[n:].reshape(conf.shape).astype(conf.dtype)
+
+
+def _flat(t: torch.Tensor) -> torch.Tensor:
+    # a class index per row is already flat; a reshape per step (two a step, each read-
+    # back) costs more than the read-back's one bincount
+    return t if t.ndim == 1 else t.reshape(-1)

@@ -86,12 +86,12 @@ def streaming_eval_step(
             rows += int(y.shape[0])
             elements += int(out.numel())
             if fields is not None:
-                fields.update(y, logits=out)
+                fields._update(y, logits=out)  # nothing read back per batch
             if declared is not None:
                 if task.kind == "regression":
-                    declared.update(y, values=out)
+                    declared._update(y, values=out)
                 else:
-                    declared.update(y, logits=out, decoded=task.decode(out))
+                    declared._update(y, logits=out, decoded=task.decode(out))
             if kept is not None:
                 kept.append((y, task.decode(out)))
     if rows == 0:

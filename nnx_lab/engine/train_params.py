@@ -17,7 +17,7 @@ from .selection import MonitorSpec
 
 __all__ = ["RESUME_CHECKPOINTS", "RESUME_EPOCHS", "RESUME_MODES", "NNTrainParams"]
 
-RESUME_CHECKPOINTS = ("last", "best")
+RESUME_CHECKPOINTS = ("last", "best", "first", "q1", "q2", "q3")
 RESUME_MODES = ("stateful", "weights_only")
 RESUME_EPOCHS = ("additional", "planned")
 
@@ -27,7 +27,8 @@ class NNTrainParams(Params):
     """How to train: epochs, data, optimizer, schedule, seed, and where to write the run.
 
     ``runs_root``, ``overwrite_existing``, ``progress``, ``log_every``,
-    ``checkpoint_every_s``, ``stop_on_nonfinite`` and ``name`` never change the run id;
+    ``checkpoint_every_s``, ``stop_on_nonfinite``, ``save_phase_checkpoints`` and ``name``
+    never change the run id;
     everything else that changes the result does (see ``identity()``).
 
     ``name`` (default None): a label for the run ("high lr"), recorded in its
@@ -40,6 +41,11 @@ class NNTrainParams(Params):
     rule); under fp16 / bf16 the scaler or the gradient check stops it first, and a DDP
     rank checks when the per-step values are read back. False lets such a run go on,
     as a plain PyTorch loop would.
+
+    ``save_phase_checkpoints`` (default True, as in NNx): write the phase checkpoints
+    FIRST, Q1, Q2 and Q3 besides LAST and BEST (docs/runs.md#phase-checkpoints); False
+    writes LAST and BEST only. Unlike NNx's, it is not part of the run id: it changes
+    which files are kept, not the result.
     """
 
     n_epochs: int = 1
@@ -60,6 +66,7 @@ class NNTrainParams(Params):
     resume_mode: str = "stateful"
     resume_epochs: str = "additional"
     stop_on_nonfinite: bool = True
+    save_phase_checkpoints: bool = True  # NNx's FIRST / Q1 / Q2 / Q3 (docs/runs.md)
     metrics: Sequence[Any] = ()  # MetricSpec: over each whole epoch and validation set (§2.6)
     monitor: MonitorSpec | None = None  # BEST, the plateau scheduler, EarlyStopping(monitor=)
     extra_metrics: Mapping[str, Any] | None = None  # name -> fn(y_true, y_pred) (§2.6)
@@ -116,7 +123,12 @@ class NNTrainParams(Params):
                 self.data_id,
                 "pass a non-empty string naming the data set and its version",
             )
-        for name in ("overwrite_existing", "progress", "stop_on_nonfinite"):
+        for name in (
+            "overwrite_existing",
+            "progress",
+            "stop_on_nonfinite",
+            "save_phase_checkpoints",
+        ):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(
                     f"NNTrainParams.{name}", getattr(self, name), "pass True or False"

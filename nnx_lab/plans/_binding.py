@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..engine.params import NNModelParams
-from ..engine.staging import staging_note
 from ._drift import ABSENT
 from ._fields import EARLY_STOPPING, TOGGLES, plan_fields
 from ._problems import json_safe
@@ -165,6 +164,8 @@ def plan_binding(
         objects.append(("callbacks", f"{type(cb).__qualname__} instance", "fit(callbacks=...)"))
     # what the engine stages on the device follows from the device alone (docs/performance.md)
     device = overrides.get(DEVICE, values.get(DEVICE, NNModelParams().device))
+    from ..engine.staging import staging_note  # torch: a report is built, not imported
+
     objects.append(("staging", staging_note(_device_name(device)), "engine, from model.device"))
     return build_binding_report(dict(values), dict(sources), dict(overrides), objects)
 

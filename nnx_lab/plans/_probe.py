@@ -18,7 +18,7 @@ import torch
 
 from ..engine.data import check_batch
 from ..engine.evaluate import evaluate, inference
-from ..engine.optim import build_optimizer, trainable_groups
+from ..engine.optim import build_optimizer, optimizer_groups
 from ..engine.params import NNParams
 from ..engine.train_step import TrainStep
 from ..engine.training_state import preserved_rng, seed_everything
@@ -121,7 +121,7 @@ def run_probe(r: Resolved, batch: Any) -> ProbeReport:
             )
             eval_metrics = scored.to_json()
             eval_loss = scored.loss
-            optimizer = build_optimizer(trainable_groups(model.net), r.optim)
+            optimizer = build_optimizer(optimizer_groups(model.net, r.optim), r.optim)
             scaler = torch.amp.GradScaler(device.type) if precision.uses_scaler else None
             updater = Updater(optimizer, scaler, precision, r.optim.grad_clip_norm)
             step = TrainStep(model.net, model.loss_fn, task, device, precision, updater)

@@ -38,6 +38,7 @@ from ._events import (
     EpochEnded,
     EpochStarted,
     Event,
+    FigureReady,
     RunEnding,
     RunFinished,
     RunStarted,
@@ -51,6 +52,7 @@ from ._events import (
     event_from_line,
     quick_event,
 )
+from ._figures import FigureEntry, figure_event, list_figures, read_figure, write_figure
 from ._follow import FOLLOW_ENDINGS, FOLLOW_HOOKS, LogFollower
 from ._format import FORMAT_VERSION, canonical_json, run_id_for
 from ._ids import (
@@ -154,6 +156,8 @@ __all__ = [
     "EpochStarted",
     "Event",
     "ExperimentManifest",
+    "FigureEntry",
+    "FigureReady",
     "JsonlReader",
     "LogDamagedError",
     "LogFollower",
@@ -200,11 +204,13 @@ __all__ = [
     "environment_now",
     "event_from_json",
     "event_from_line",
+    "figure_event",
     "file_lock",
     "find_run_id",
     "flatten",
     "is_run_id",
     "iter_jsonl",
+    "list_figures",
     "list_runs",
     "locate_run",
     "max_bundle_bytes",
@@ -216,6 +222,7 @@ __all__ = [
     "problem",
     "quick_event",
     "read_bundle",
+    "read_figure",
     "read_file",
     "read_json",
     "read_json_file",
@@ -239,6 +246,7 @@ __all__ = [
     "set_config_report",
     "state_problem",
     "validate_run_id",
+    "write_figure",
     "write_run_metadata",
     "writer_alive",
     "writer_identity",

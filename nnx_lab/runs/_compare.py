@@ -42,6 +42,7 @@ RUN_KNOBS = (
     "log_every",
     "checkpoint_every_s",
     "stop_on_nonfinite",
+    "save_phase_checkpoints",
     "name",
 )
 
@@ -223,7 +224,7 @@ def _in_run_id(path: str) -> bool:
     head, _, rest = path.partition(".")
     if head == "train":
         return rest.split(".")[0] not in RUN_KNOBS
-    return head in ("format", "net", "model", "data", "initial_weights")
+    return head in ("format", "net", "model", "data", "initial_weights", "frozen")
 
 
 def _value_action(path: str, handle: str, extra: dict[str, Any]) -> tuple[str, str]:

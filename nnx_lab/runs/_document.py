@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 from ..errors import ConfigError
 from ._atomic import atomic_write_json
 from ._schemas.documents import DocumentFileError
-from ._schemas.reading import read_json_file
+from ._schemas.reading import check_header, check_shape, read_json_file
 
 __all__ = ["DocumentFileError", "DocumentType"]
 
@@ -74,3 +74,11 @@ class DocumentType:
             redo=f"{self.redo} with this version",
             missing_fix="pass the path save() wrote",
         )
+
+    def from_state(self, state: Any, shape: type[T], what: str) -> T:
+        """An in-memory document (what ``state()`` / ``to_json()`` gave) as ``shape``,
+        checked as strictly as a file; ``what`` names it in a refusal."""
+        fix = f"pass what {what.replace('from_state', 'state()')} returned"
+        header = ("format", self.format, self.version)
+        check_header(state, what, DocumentFileError, header, fix=fix, redo=fix)
+        return check_shape(state, shape, what, DocumentFileError, fix=fix)

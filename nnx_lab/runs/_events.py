@@ -44,6 +44,7 @@ __all__ = [
     "EpochEnded",
     "EpochStarted",
     "Event",
+    "FigureReady",
     "RunEnding",
     "RunFinished",
     "RunStarted",
@@ -133,8 +134,10 @@ class StepRecord:
     extra: dict[str, Any] | None = None  # extra_metrics values, called on this step's batch
     # A network's auxiliary terms, unweighted (a MoE's "load_balance"); None, and absent, else.
     aux: dict[str, float | None] | None = None
-    # An objective's terms by name (train(objective=)): each its window's Σ num / Σ den.
+    # An objective's loss terms by name (a VAE's "recon" and "kl"); None, and absent, else.
     terms: dict[str, float | None] | None = None
+    # Each optimizer's learning rate by name (the Trainer's "G" and "D"); None, and absent, else.
+    lrs: dict[str, float] | None = None
 
 
 @dataclass(frozen=True)
@@ -179,7 +182,7 @@ class CheckpointWritten(Event):
     kind: ClassVar[str] = "checkpoint_written"
     hook: ClassVar[str] = "on_checkpoint_written"
 
-    type: str  # "last" | "best"
+    type: str  # "last" | "best" | a phase: "first" | "q1" | "q2" | "q3"
     epoch: int
     step: int
     path: str
@@ -251,13 +254,32 @@ class SweepFinished(Event):
     error: str | None = None
 
 
+@dataclass(frozen=True)
+class FigureReady(Event):
+    """A callback handed the monitor a figure for an epoch (``control.show_figure``).
+
+    ``kind`` is "png" (``data``: the PNG's bytes), "plotly" (``data``: a plotly figure's
+    JSON, UTF-8) or "scatter" (``data``: ``{"x": [...], "y": [...], "group": [...]?}`` as
+    UTF-8 JSON). Never written to ``metrics.jsonl``: the run folder keeps each figure as a
+    file of its own (``nnx_lab.runs._figures``), read back as data.
+    """
+
+    kind: ClassVar[str] = "figure_ready"
+    hook: ClassVar[str] = "on_figure_ready"
+
+    name: str
+    epoch: int
+    figure_kind: str  # "png" | "plotly" | "scatter"
+    data: bytes
+
+
 _KINDS: dict[str, type[Event]] = {
     cls.kind: cls
     for cls in (RunStarted, StepEnded, StepMetrics, EpochEnded, CheckpointWritten, RunFinished)
 }
 
 # Hooks of the events a log never holds (they only exist while a loop runs).
-_LIVE_ONLY = (EpochStarted, RunEnding, SweepStarted, SweepPoints, SweepFinished)
+_LIVE_ONLY = (EpochStarted, RunEnding, SweepStarted, SweepPoints, SweepFinished, FigureReady)
 HOOKS: tuple[str, ...] = (*(cls.hook for cls in _KINDS.values()), *(c.hook for c in _LIVE_ONLY))
 
 

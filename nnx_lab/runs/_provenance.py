@@ -149,11 +149,33 @@ class ExperimentManifest:
     (name -> ``Digest`` or declared id) and a description. ``fingerprint`` is the hash
     of all of it: the same manifest, the same fingerprint."""
 
-    net: dict[str, Any] | None
-    model: dict[str, Any] | None
+    net: dict[str, Any] | None = None
+    model: dict[str, Any] | None = None
     train: dict[str, Any] | None = None
     data: Mapping[str, Any] = field(default_factory=dict)
     description: str | None = None
+    # NNx's declarations: the task (a ``TaskSpec`` or its ``state()``) and the objective's
+    # identity (``{"id": "kd", "version": 1}``); each enters the fingerprint only when set,
+    # so a manifest without them keeps the fingerprint it had
+    task: Mapping[str, Any] | None = None
+    objective: Mapping[str, Any] | None = None
+    labels: tuple[str, ...] | None = None  # the ordered output labels
+    splits: Mapping[str, Any] | None = None  # name -> a SplitManifest's digest, an id, None
+    config: Mapping[str, Any] | None = None  # any other JSON configuration
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "labels", _labels(self.labels))
+        object.__setattr__(self, "splits", _splits(self.splits))
+        if self.config is not None:
+            object.__setattr__(self, "config", _plain_mapping(self.config, "config") or None)
+        for name in ("task", "objective"):
+            value = getattr(self, name)
+            if value is None:
+                continue
+            state = getattr(value, "state", None) or getattr(value, "to_json", None)
+            if callable(state) and not isinstance(value, Mapping):
+                value = state()  # a TaskSpec: its JSON form
+            object.__setattr__(self, name, _plain_mapping(value, name))
 
     @classmethod
     def for_model(
@@ -221,13 +243,19 @@ class ExperimentManifest:
         return {name: isinstance(ref, Digest) for name, ref in self.data.items()}
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out = {
             "net": self.net,
             "model": self.model,
             "train": self.train,
             "data": {k: _data_ref_json(v) for k, v in sorted(self.data.items())},
             "description": self.description,
         }
+        for name in ("task", "objective", "splits", "config"):
+            if getattr(self, name) is not None:
+                out[name] = getattr(self, name)
+        if self.labels is not None:
+            out["labels"] = list(self.labels)
+        return out
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ExperimentManifest:
@@ -241,7 +269,59 @@ def _manifest(doc: ManifestFile) -> ExperimentManifest:
         train=doc.train,
         data={k: _data_ref(v) for k, v in doc.refs().items()},
         description=doc.description,
+        task=doc.task,
+        objective=doc.objective,
+        labels=doc.labels,
+        splits=doc.splits,
+        config=doc.config,
     )
+
+
+def _labels(labels: Any) -> tuple[str, ...] | None:
+    if labels is None:
+        return None
+    fix = "pass the output labels in order, each a non-empty string, each once"
+    if isinstance(labels, str) or not isinstance(labels, list | tuple):
+        raise ConfigError("labels", labels, fix)
+    if not all(isinstance(x, str) and x for x in labels) or len(set(labels)) != len(labels):
+        raise ConfigError("labels", list(labels), fix)
+    return tuple(labels)
+
+
+def _splits(splits: Any) -> dict[str, Any] | None:
+    """Named split identities: a ``SplitManifest`` is recorded as its digest."""
+    if splits is None:
+        return None
+    fix = 'pass a mapping such as {"train": manifest} (a SplitManifest, an id, or None)'
+    if not isinstance(splits, Mapping):
+        raise ConfigError("splits", splits, fix)
+    out: dict[str, Any] = {}
+    for name, ref in splits.items():
+        digest = getattr(ref, "digest", None)
+        ref = digest() if callable(digest) else ref
+        if (
+            not isinstance(name, str)
+            or not name
+            or not (ref is None or (isinstance(ref, str) and ref))
+        ):
+            raise ConfigError(f"splits[{name!r}]", ref, fix)
+        out[name] = ref
+    return out or None
+
+
+def _plain_mapping(value: Any, name: str) -> dict[str, Any]:
+    """A JSON copy of a str-keyed mapping of finite JSON values (later edits of what was
+    passed never change the manifest); anything else is refused, naming the field."""
+    example = {"objective": '{"id": "kd", "version": 1}', "task": "TaskSpec.state()"}
+    fix = f"pass {name} as a mapping of JSON values with string keys, e.g. " + example.get(
+        name, '{"augment": True}'
+    )
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
+        raise ConfigError(name, value, fix)
+    try:
+        return json.loads(json.dumps(dict(value), allow_nan=False, sort_keys=True))
+    except (TypeError, ValueError):
+        raise ConfigError(name, value, fix) from None
 
 
 def _checked_data(data: Mapping[str, Any] | None) -> dict[str, Any]:

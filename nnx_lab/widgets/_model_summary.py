@@ -40,8 +40,11 @@ class ModelSummary(NNxWidget):
     ``model``: an ``NNModel`` or an ``nn.Module``. ``batch``: a sample (inputs, an
     ``(X, y)`` batch, or what the model's adapter reads) for the output shapes; the model
     itself is never run (a temporary copy is). ``optim``: the ``NNOptimParams`` whose
-    state memory is counted (Adam by default). ``summary_data`` is the engine's
-    ``ModelSummaryData`` (``.rows``, ``.totals``, ``.find(text)``, ``.text()``).
+    state memory is counted (Adam by default); given, each row also shows the
+    fine-tuning rule that matched its parameters, their effective learning rate and
+    weight decay, and whether they are frozen (docs/finetuning.md). ``summary_data`` is
+    the engine's ``ModelSummaryData`` (``.rows``, ``.totals``, ``.find(text)``,
+    ``.text()``, ``.parameters``).
     """
 
     _bundle_name = "model_summary"

@@ -29,10 +29,19 @@ from ..engine.events import (
 )
 from ..runs import request_stop
 from ._base import NNxWidget, never_breaks
+from ._monitor_figures import MonitorFigures
 from ._monitor_jobs import MonitorJobs
 from ._monitor_progress import RunProgress
 from ._monitor_replay import MonitorReplay
-from ._monitor_series import add_epoch, add_steps, epoch_rows, epoch_series, finite, step_series
+from ._monitor_series import (
+    STEP_PREFIXES,
+    add_epoch,
+    add_steps,
+    epoch_rows,
+    epoch_series,
+    finite,
+    step_series,
+)
 from ._monitor_text import MonitorText
 from ._protocol import STATUSES
 from ._race import LANE_EPOCHS, LANE_POINTS, LaneHost, RaceLane
@@ -70,7 +79,7 @@ def _positive_int(value: Any, name: str, least: int) -> int:
     return value
 
 
-class TrainingMonitor(MonitorJobs, MonitorReplay, MonitorText, NNxWidget):
+class TrainingMonitor(MonitorJobs, MonitorReplay, MonitorText, MonitorFigures, NNxWidget):
     """Live charts and counters of a training run, in JupyterLab or a notebook.
 
     Three ways in:
@@ -142,6 +151,11 @@ class TrainingMonitor(MonitorJobs, MonitorReplay, MonitorText, NNxWidget):
         "status, stop_reason, error, epoch, n_epochs, step, last_loss, "
         "loss_nonfinite_since); empty while the monitor shows one run.",
     ).tag(sync=True)
+    figures = t.List(
+        t.Dict(),
+        help="The figures callbacks handed the run (show_figure): name, epoch, kind, bytes; "
+        "by name, then epoch. A view asks for the one it shows.",
+    ).tag(sync=True)
     runs_root = t.Unicode(
         "",
         help="The real path of the folder holding the run's folder: the view's 'Open in "
@@ -183,6 +197,7 @@ class TrainingMonitor(MonitorJobs, MonitorReplay, MonitorText, NNxWidget):
         self._init_jobs()
         self._init_replay()
         self._init_text()
+        self._init_figures()
         # a race or a comparison: one lane per run (see _race)
         self._lanes: list[RaceLane] = []
         self._lane_ids = itertools.count()
@@ -199,11 +214,13 @@ class TrainingMonitor(MonitorJobs, MonitorReplay, MonitorText, NNxWidget):
     def _reset_run_state(self) -> None:
         with self._lock:
             self._steps.clear()
+            self._steps.drop_values(STEP_PREFIXES)  # the last run's terms and optimizers
             self._epochs.clear()
             self._finished = False
             self._progress = RunProgress()
             self._snapshot_png = None
             self.snapshot_of = ""
+            self._clear_figures()
             with self.hold_sync():
                 self.run_id = ""
                 self.runs_root = ""

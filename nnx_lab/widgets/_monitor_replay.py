@@ -218,6 +218,8 @@ class MonitorReplay:
         if not self._shown_log and self._log_path is not None and self._log_path.is_file():
             self._show_log()  # a launched run's log appeared: as follow_run shows it
             self.runs_root = str(self._log_path.parent.resolve().parent)
+        if events:
+            self._scan_figures()  # type: ignore[attr-defined]  # the run folder's, by now
         # a run read from its log is stopped where it runs, or through its folder (launch)
         self.can_stop = self._stoppable and not self._finished and self.status == "running"
         now = self._clock()

@@ -1,6 +1,7 @@
 """The TrainingMonitor's two series and how an event becomes their rows.
 
-One run's history is a step series (loss and lr per optimizer step) and an epoch
+One run's history is a step series (loss and lr per optimizer step, and each loss term
+and optimizer's lr when the records name them) and an epoch
 series (the per-epoch metrics). The monitor keeps one pair for the run it follows and,
 when it shows a race, one pair per run of the race (``_race.RaceLane``): both fill
 them with the functions below, so a run looks the same wherever it is drawn.
@@ -17,6 +18,8 @@ from ._series import BucketSeries, ColumnSpec, Reduce
 __all__ = [
     "MONITOR_KEY",
     "NOT_METRICS",
+    "STEP_PARTS",
+    "STEP_PREFIXES",
     "add_epoch",
     "add_steps",
     "epoch_rows",
@@ -72,6 +75,33 @@ def epoch_series(capacity: int) -> BucketSeries:
     )
 
 
+# Step series columns of the records' named parts: an objective's loss terms, a
+# network's auxiliary terms (drawn beside the total loss), each optimizer's learning rate.
+STEP_PARTS = (
+    ("terms", "term.", Reduce.MEAN),
+    ("aux", "aux.", Reduce.MEAN),
+    ("lrs", "lr.", Reduce.LAST),
+)
+STEP_PREFIXES = tuple(prefix for _, prefix, _ in STEP_PARTS)
+
+
+def _named_columns(series: BucketSeries, records: tuple[StepRecord, ...]) -> dict[str, list]:
+    """``term.<name>`` / ``aux.<name>`` / ``lr.<name>`` columns of these records (NaN where
+    a record lacks the name); a name seen for the first time gets its column."""
+    out: dict[str, list[float]] = {}
+    for attr, prefix, reduce in STEP_PARTS:
+        for i, record in enumerate(records):
+            for name, value in (getattr(record, attr) or {}).items():
+                key = prefix + str(name)
+                col = out.get(key)
+                if col is None:
+                    if not series.has(key):
+                        series.add_value(key, reduce)
+                    col = out[key] = [math.nan] * len(records)
+                col[i] = math.nan if value is None else float(value)
+    return out
+
+
 def add_steps(series: BucketSeries, records: tuple[StepRecord, ...]) -> list[float]:
     """Append one row per step record; returns the losses (NaN where there is none)."""
     steps = [int(r.step) for r in records]
@@ -82,6 +112,7 @@ def add_steps(series: BucketSeries, records: tuple[StepRecord, ...]) -> list[flo
             "step": steps,
             "loss": losses,
             "lr": [math.nan if r.lr is None else float(r.lr) for r in records],
+            **_named_columns(series, records),
         }
     )
     return losses
@@ -89,17 +120,24 @@ def add_steps(series: BucketSeries, records: tuple[StepRecord, ...]) -> list[flo
 
 def epoch_values(event: EpochEnded) -> dict[str, float]:
     """An epoch's values as flat series columns: ``train.<name>`` / ``val.<name>`` for
-    record fields, registry metrics and a network's auxiliary terms alike (``metrics``
-    and ``aux`` are flattened: ``train.load_balance``; counts are left out), and
+    record fields, registry metrics, a network's auxiliary terms and an objective's loss
+    terms alike (``metrics``, ``aux`` and ``terms`` are flattened: ``train.load_balance``,
+    ``train.kl``; a term named like a field is ``train.term.<name>``; counts are left out), and
     ``monitor`` for a declared monitor's value (NaN: unavailable)."""
     out: dict[str, float] = {}
     for part, values in (("train", event.train), ("val", event.val)):
         for name, value in (values or {}).items():
             if name in NOT_METRICS or name == "extra":
                 continue
-            if name in ("metrics", "aux", "terms") and isinstance(value, dict):  # aux: a MoE's term
+            if name in ("metrics", "aux") and isinstance(value, dict):  # aux: a MoE's term
                 for metric, v in value.items():
                     out[f"{part}.{metric}"] = math.nan if v is None else float(v)
+                continue
+            if name == "terms" and isinstance(value, dict):  # an objective's loss terms
+                for term, v in value.items():
+                    # a term named like a record field ("loss") never hides the total
+                    key = f"{part}.term.{term}" if term in values else f"{part}.{term}"
+                    out[key] = math.nan if v is None else float(v)
                 continue
             out.setdefault(f"{part}.{name}", math.nan if value is None else float(value))
     selection = getattr(event, "selection", None)

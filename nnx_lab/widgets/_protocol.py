@@ -26,6 +26,8 @@ Front end -> kernel
     An explorer's Fit button (``CalibrationExplorer``: fit the temperature).
 ``{"kind": "save"}``
     An explorer's Save button: write to the path in the widget's ``path`` trait.
+``{"kind": "figure", "view": <id>, "name": <name>, "epoch": <n>}``
+    The monitor's figure panel asks for the figure it shows (``_monitor_figures``).
 
 Kernel -> front end
 -------------------
@@ -33,6 +35,9 @@ Kernel -> front end
     What changed since the previous update, sent to every view at most every
     ``update_interval`` seconds. ``seq`` grows by one per update; a view that sees
     a jump has missed one and says ``hello`` again.
+``{"kind": "figure_data", "to": <view>, "name", "epoch", "figure_kind"}`` + one buffer
+    The figure a view asked for (a PNG's bytes, or UTF-8 JSON), or ``"error"`` and no
+    buffer when it is not there.
 ``{"kind": "snapshot", "version": 2, "seq": <n>, "to": <view>, "req": <n>,
 "part": <i>, "parts": <k>, "ops": [Op, ...]}``
     Everything, for one view, in ``parts`` messages of at most
@@ -55,7 +60,9 @@ Series of the TrainingMonitor
 ``steps``: one row per optimizer step (a bucket of ``width`` steps once decimated):
 ``first``, ``step`` (int32: first and last step of the bucket), ``loss`` (mean of
 the finite losses), ``loss:min``, ``loss:max``, ``lr`` (the last), ``n`` (steps),
-``bad`` (steps whose loss was non-finite).
+``bad`` (steps whose loss was non-finite); when the records name them, ``term.<name>``
+and ``aux.<name>`` (each loss term, mean, with ``:min`` / ``:max``) and ``lr.<name>``
+(each optimizer's learning rate, the last).
 
 ``epochs``: one row per epoch end (or bucket of epochs): ``first``, ``epoch``,
 ``step``, ``lr``, ``seconds`` (mean), ``improved`` (1 when an epoch of the row

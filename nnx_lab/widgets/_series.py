@@ -118,6 +118,9 @@ class BucketSeries:
             fill = np.nan if part.dtype == "float32" else 0
             self.data[part.name] = np.full(self.capacity, fill, dtype=_DTYPES[part.dtype])
             self.specs.append(part)
+        self._refresh_inputs()
+
+    def _refresh_inputs(self) -> None:
         # the columns extend() takes raw values for (the others are derived)
         self._inputs = [
             (p.name, np.nan if p.dtype == "float32" else 0)
@@ -125,11 +128,25 @@ class BucketSeries:
             if p.name not in (self.weight, self.bad) and not p.name.endswith((":min", ":max"))
         ]
 
-    def add_value(self, name: str) -> None:
-        """A new MEAN value column (a metric first seen after the first rows)."""
+    def add_value(self, name: str, reduce: Reduce = Reduce.MEAN) -> None:
+        """A new float column (a metric first seen after the first rows): MEAN with its
+        :min / :max partners, or LAST (a second optimizer's learning rate)."""
         self._drain()
-        self._add_column(ColumnSpec(name, "float32", Reduce.MEAN))
+        self._add_column(ColumnSpec(name, "float32", reduce))
         self._dirty_from = 0  # the views' rows lack the column: resend them all
+
+    def drop_values(self, prefixes: tuple[str, ...]) -> None:
+        """Remove the value columns named with one of ``prefixes`` (a new run in the same
+        monitor holds none of the last run's loss terms); the views get the new schema."""
+        self._drain()
+        gone = [s.name for s in self.specs if s.name.startswith(prefixes)]
+        if not gone:
+            return
+        for name in gone:
+            del self.data[name]
+        self.specs = [s for s in self.specs if s.name not in gone]
+        self._refresh_inputs()
+        self._dirty_from = 0
 
     def has(self, name: str) -> bool:
         return name in self.data

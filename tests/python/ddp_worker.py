@@ -27,6 +27,7 @@ from nnx_lab import (
     NNModelParams,
     NNMoEParams,
     NNOptimParams,
+    NNParamGroupSpec,
     NNTrainParams,
     Objective,
     ObjectiveResult,
@@ -114,6 +115,7 @@ def main() -> None:
     ap.add_argument("--stop-check-every", type=int, default=None)
     ap.add_argument("--single", action="store_true", help="one process, no process group")
     ap.add_argument("--declared", action="store_true", help="declared metrics and a monitor")
+    ap.add_argument("--finetune", action="store_true", help="a frozen layer and two rules")
     ap.add_argument("--fail-on-rank1", action="store_true", help="rank 1 raises at epoch 1's end")
     ap.add_argument("--net", default="mlp", choices=("mlp", "conv", "moe"))
     ap.add_argument("--objective", action="store_true", help="a masked two-term objective")
@@ -134,12 +136,21 @@ def main() -> None:
                 local_aux.append(float(module.load_balance_loss)) if module.training else None
             )
         )
+    optim = NNOptimParams(max_lr=1e-2, grad_clip_norm=1.0)
+    if args.finetune:
+        model.freeze("layers.0.*")
+        optim = optim.replace(
+            param_groups=[
+                NNParamGroupSpec("layers.2.*", lr_multiplier=0.1),
+                NNParamGroupSpec("*.bias", weight_decay=0.0),
+            ]
+        )
     params = NNTrainParams(
         n_epochs=args.epochs,
         seed=5,
         train_loader=distributed.train_loader(train_set, batch_size=args.batch, seed=1),
         val_loader=distributed.validation_loader(val_set, batch_size=8),
-        optim=NNOptimParams(max_lr=1e-2, grad_clip_norm=1.0),
+        optim=optim,
         accumulation_steps=args.accumulation,
         checkpoint_every_s=0,
         runs_root=args.root,

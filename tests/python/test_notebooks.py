@@ -159,6 +159,8 @@ def test_notebook_runs_headless(path: Path, tmp_path: Path, monkeypatch: pytest.
         assert float(losses["picked"]) < float(losses["default 0.001"]), text
     if path.name == "calibration_and_abstention.ipynb":
         _check_calibration_notebook(text, workdir)
+    if path.name == "custom_training.ipynb":
+        _check_finetuning_section(text)
     if path.name == "share_a_run.ipynb":
         _check_share_notebook(text, workdir)
     if path.name in STOP_CELLS:
@@ -167,6 +169,18 @@ def test_notebook_runs_headless(path: Path, tmp_path: Path, monkeypatch: pytest.
         run_dir = workdir / "runs" / match.group(1)
         assert (run_dir / "checkpoints" / "last.json").is_file()
         assert yaml.safe_load((run_dir / "metadata.yaml").read_text())["status"] == "stopped"
+
+
+def _check_finetuning_section(text: str) -> None:
+    """0-4 learned, the encoder loaded and frozen, two rules shown, 5-9 learned on it."""
+    assert "froze 4 parameters" in text, text
+    assert "kept (missing from the source): ('head.1.bias'" in text, text
+    assert "head.1.*" in text, text  # the summary's rule column
+    assert "weight: default; bias: *.bias" in text, text
+    tuned = re.search(r"fine-tuned on 5-9: validation accuracy ([\d.]+)", text)
+    assert tuned, text
+    assert float(tuned.group(1)) >= 0.8, text  # chance is 0.2
+    assert "encoder unchanged: True" in text, text
 
 
 def _check_calibration_notebook(text: str, workdir: Path) -> None:

@@ -129,6 +129,13 @@ EXPECTED = {
     # issue 27: §2.8
     "TensorBoardCallback",
     "report",
+    # issue 24: fine-tuning (§3.1)
+    "LoadPretrainedResult",
+    "NNParamGroupSpec",
+    "freeze",
+    "frozen",
+    "load_pretrained",
+    "unfreeze",
 }
 
 

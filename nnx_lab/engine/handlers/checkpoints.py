@@ -29,7 +29,8 @@ import torch
 
 from ...errors import RunDirectoryError
 from ..checkpoint import write_checkpoint
-from ..events import CheckpointWritten, EpochEnded, Event, RunEnding
+from ..events import CheckpointWritten, EpochEnded, Event, RunEnding, RunStarted
+from ..phases import phase_schedule
 from ..write_faults import cannot_write, is_write_fault
 
 __all__ = ["CheckpointPolicy"]
@@ -56,12 +57,14 @@ class CheckpointPolicy:
         emit: Callable[[Event], None],
         gone: Callable[[], str | None] | None = None,
         best_at: tuple[int, int] | None = None,
+        phases: bool = True,
     ) -> None:
         """``loop`` is the TrainingLoop (its state and counters); ``meta`` what every
         sidecar records besides (run id, the model's recipe); ``gone()`` says why the
         run directory is no longer this run's, or None (checked before every write, so
         a folder replaced by another writer is never written into); ``best_at`` the
-        (epoch, step) of the BEST a resumed run carries."""
+        (epoch, step) of the BEST a resumed run carries; ``phases`` whether NNx's phase
+        checkpoints are written."""
         self.run_dir, self.loop, self.meta = run_dir, loop, meta
         self.every_s = every_s
         self.emit = emit
@@ -71,8 +74,14 @@ class CheckpointPolicy:
         self._last_commit = time.perf_counter()
         self._committed_step = -1
         self._last_names_best = False  # the LAST on disk names the BEST on disk (not itself)
+        self._phases: dict[int, Any] = {}  # epoch -> the phase written at its end
+        self._write_phases = phases
 
     # -- events ---------------------------------------------------------------------------
+    def on_run_started(self, event: RunStarted) -> None:
+        if self._write_phases:
+            self._phases = phase_schedule(event.start_epoch, event.n_epochs)
+
     def on_epoch_ended(self, event: EpochEnded) -> None:
         loop = self.loop
         selection = loop.last_selection  # "improved" | "baseline" | None
@@ -84,16 +93,21 @@ class CheckpointPolicy:
             or self.every_s == 0
             or time.perf_counter() - self._last_commit >= self.every_s
         )
+        phase = self._phases.get(loop.epoch)
+        phases = [] if phase is None else [phase.value]
         if due:
             if selection is not None:
                 self._pending_best = None  # superseded: this epoch is BEST
                 # LAST first: a kill between the two leaves a LAST that is itself BEST
-                self._write(["last", "best"], complete=True, unavailable=unavailable)
+                self._write(["last", "best", *phases], complete=True, unavailable=unavailable)
             else:
                 self._commit_pending_best()
-                self._write(["last"], complete=True)
-        elif selection is not None:
-            self._pending_best = self._snapshot(complete=True, unavailable=unavailable)
+                self._write(["last", *phases], complete=True)
+        else:
+            if selection is not None:
+                self._pending_best = self._snapshot(complete=True, unavailable=unavailable)
+            if phases:  # a phase alone names no BEST on disk it could outlive
+                self._write(phases, complete=True, unavailable=unavailable)
 
     def on_run_ending(self, event: RunEnding) -> None:
         if event.status == "failed":

@@ -100,6 +100,7 @@ class EarlyStopping:
         self.selected: str | None = self.monitor
         self._warned = False
         self._decision = None if self.spec is None else MonitorState(self.spec)
+        self._seen_epoch: int | None = None  # each epoch is counted once, by either hook
 
     @property
     def selected_monitor(self) -> str | None:
@@ -164,7 +165,21 @@ class EarlyStopping:
                     f"for {self.patience} epochs"
                 )
 
+    def on_epoch_end(self, ctx: Any) -> None:
+        """NNx's hook, for code that drives EarlyStopping itself: the epoch as ``ctx``
+        holds it (``epoch``, ``val_edp``, ``train_summary``, ``idp``), counted as the
+        run's own event counts it; ``ctx.should_stop`` is set when patience ran out and
+        no run is attached (an attached run is stopped by the run's own stop). Within
+        a run an epoch is counted once, whichever hook sees it first."""
+        stopped = self.stopped_epoch
+        self.on_epoch_ended(_EpochView(ctx))  # type: ignore[arg-type]
+        if self._control is None and self.stopped_epoch not in (None, stopped):
+            ctx.should_stop = True
+
     def on_epoch_ended(self, event: EpochEnded) -> None:
+        if self._control is not None and event.epoch == self._seen_epoch:
+            return  # a subclass's NNx hook already counted this epoch of the run
+        self._seen_epoch = event.epoch
         if self.spec is not None:
             self._follow(event)
             return
@@ -210,3 +225,16 @@ class EarlyStopping:
         self.selected = state.get("selected", self.monitor)
         if self._decision is not None and state.get("monitor") is not None:
             self._decision.load_state_dict(state["monitor"])
+
+
+class _EpochView:
+    """An NNx callback context read as the fields of the epoch's event."""
+
+    def __init__(self, ctx: Any) -> None:
+        self.epoch = int(getattr(ctx, "epoch", 0))
+        val = getattr(ctx, "val_edp", None)
+        self.val = None if val is None else (val if isinstance(val, dict) else val.to_json())
+        self.train = dict(getattr(ctx, "train_summary", None) or {})
+        idp = getattr(ctx, "idp", None)
+        last = None if idp is None else getattr(idp, "train_edp", None)
+        self.train_last = None if last is None else last.to_json()

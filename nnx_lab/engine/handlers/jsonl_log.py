@@ -71,9 +71,10 @@ class JsonlLogger:
             self._fd = None
 
 
-# Written only when set (a declared task's, extra_metrics' or a network's auxiliary terms'
-# records), so a line without them is byte for byte what older versions wrote.
-_OPTIONAL = ("valid", "metrics", "extra", "aux", "terms")
+# Written only when set (a declared task's, extra_metrics', a network's auxiliary terms',
+# an objective's loss terms' or several optimizers' records), so a line without them is
+# byte for byte what older versions wrote.
+_OPTIONAL = ("valid", "metrics", "extra", "aux", "terms", "lrs")
 _STEP_FIELDS = tuple(f.name for f in fields(StepRecord) if f.name not in _OPTIONAL)
 
 

@@ -24,6 +24,7 @@ from ..events import (
     TrainingControl,
 )
 from ..sinks import LIFECYCLE, NNX_HOOKS, check_callback, overrides
+from .early_stopping import EarlyStopping
 
 __all__ = ["TrainingContext", "adapt_callbacks"]
 
@@ -49,6 +50,14 @@ class TrainingContext:
         self.status: str | None = None
         self.should_stop = False
 
+    def show_figure(self, name: str, kind: str, data: Any, *, epoch: int | None = None) -> None:
+        """Hand the monitor a figure for this epoch (or ``epoch``), kept in the run folder:
+        ``kind`` "png", "plotly" or "scatter" (``TrainingControl.show_figure``)."""
+        control = getattr(self, "control", None)
+        if control is None:
+            raise RuntimeError("show_figure needs a running loop: call it from a hook")
+        control.show_figure(name, self.epoch if epoch is None else epoch, kind, data)
+
     @property
     def idps(self) -> list[Any]:
         return self.run.idps if self.run is not None else []
@@ -73,6 +82,7 @@ class _NNxHooks:
 
     def on_attach(self, control: TrainingControl) -> None:
         self._control = control
+        self.ctx.control = control  # ctx.show_figure goes through it
         attach = getattr(self.callback, "on_attach", None)
         if callable(attach):
             attach(control)
@@ -119,6 +129,12 @@ class _LegacyCallable:
         self.fn(self.ctx.idps)
 
 
+def _early_stopping_own(cb: Any, hook: str) -> bool:
+    """EarlyStopping's own NNx hook (the run drives it through its events, not twice)."""
+    own = getattr(EarlyStopping, hook, None)
+    return own is not None and getattr(type(cb), hook, None) is own
+
+
 def adapt_callbacks(callbacks: Sequence[Any], model: Any, run: Any) -> list[Any]:
     """The sinks to attach for ``callbacks``: nnx-lab sinks as they are, NNx-style
     callbacks and legacy callables adapted. Each object is checked first."""
@@ -126,7 +142,7 @@ def adapt_callbacks(callbacks: Sequence[Any], model: Any, run: Any) -> list[Any]
     for cb in callbacks:
         check_callback(cb)
         own = any(callable(getattr(cb, h, None)) for h in HOOKS)
-        nnx = any(overrides(cb, h) for h in NNX_HOOKS)
+        nnx = any(overrides(cb, h) and not _early_stopping_own(cb, h) for h in NNX_HOOKS)
         if nnx:
             sinks.append(_NNxHooks(cb, TrainingContext(model, run)))
             if own:

@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from ...errors import SplitError, StandardizerError
-from .._schema import Finite
+from .._schema import Finite, NonNegativeInt
 from .reading import INT64, Label, Problem, Refusal, Text, found, plain_problem, repeated
 
 __all__ = [
@@ -52,6 +52,8 @@ class SplitManifestFile(msgspec.Struct, forbid_unknown_fields=True):
     val: Ids
     test: Ids
     excluded: Ids
+    source: Text | None = None  # NNx's records, written only when given
+    seed: NonNegativeInt | None = None
 
     def rules(self) -> Iterator[Problem]:
         yield from found([plain_problem(self.params, "params")])
@@ -71,14 +73,21 @@ class SplitManifestFile(msgspec.Struct, forbid_unknown_fields=True):
                 seen[key] = name
 
 
+class StandardizerFit(msgspec.Struct, forbid_unknown_fields=True):
+    rows: NonNegativeInt
+    membership: Text | None
+
+
 class StandardizerFile(msgspec.Struct, forbid_unknown_fields=True):
     """``Standardizer.state()``."""
 
     kind: Literal["nnx_lab.Standardizer"]
     version: Literal[1]
-    columns: Annotated[list[Label], msgspec.Meta(min_length=1)]
+    columns: Annotated[list[INT64 | Label], msgspec.Meta(min_length=1)]  # each label as it is
     mean: list[Finite]
     std: list[Annotated[float, msgspec.Meta(gt=0.0, le=_MAX)]]
+    dtype: Literal["float32", "float64"] = "float32"  # NNx's records, when written
+    fit: StandardizerFit | None = None
 
     def rules(self) -> Iterator[Problem]:
         n = len(self.columns)

@@ -8,13 +8,13 @@ in range, labels unique and as many as the class axis, and split ids distinct.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
 
 from ...errors import ConfigError
 from .._schema import NonNegativeInt, PositiveInt, Probability
-from .reading import INT64, Label, Problem, Refusal, Text, found, repeated
+from .reading import INT64, Label, Problem, Refusal, Text, found, plain_problem, repeated
 
 __all__ = [
     "CalibratorFile",
@@ -78,10 +78,13 @@ class CalibratorSplits(msgspec.Struct, forbid_unknown_fields=True):
 
 
 class CalibratorFit(msgspec.Struct, forbid_unknown_fields=True):
-    rows: PositiveInt
-    nll_before: NonNegativeFinite
-    nll_after: NonNegativeFinite
+    # None for a calibrator built directly from a temperature (NNx's form)
+    rows: PositiveInt | None
+    nll_before: NonNegativeFinite | None
+    nll_after: NonNegativeFinite | None
     iterations: NonNegativeInt
+    config: dict[str, Any] | None = None  # NNx's fit_config / fit_result, when given
+    result: dict[str, Any] | None = None
 
 
 class CalibratorFile(msgspec.Struct, forbid_unknown_fields=True):
@@ -101,6 +104,8 @@ class CalibratorFile(msgspec.Struct, forbid_unknown_fields=True):
         redo = "fit the calibrator again and save it"
         return found(
             [
+                plain_problem(self.fit.config, "fit.config"),
+                plain_problem(self.fit.result, "fit.result"),
                 Problem(
                     "n_outputs",
                     f"a {self.spec.kind} calibrator has at least {least} outputs",
@@ -133,6 +138,7 @@ class PolicySplits(msgspec.Struct, forbid_unknown_fields=True):
 class PolicyCalibration(msgspec.Struct, forbid_unknown_fields=True):
     calibrated: bool
     temperature: PositiveFinite | None
+    calibrator_id: Text | None = None  # NNx's record of the calibrator, when given
 
 
 class PolicyValidation(msgspec.Struct, forbid_unknown_fields=True):
@@ -155,13 +161,13 @@ class PolicyFile(msgspec.Struct, forbid_unknown_fields=True):
     version: Literal[1]
     kind: Literal["max_probability", "margin"]
     threshold: Probability
-    risk_ceiling: Probability
+    risk_ceiling: Probability | None  # None: built directly, not chosen by select_threshold
     n_classes: Annotated[int, msgspec.Meta(ge=2, le=2**62)]
     labels: Labels | None
     model_id: Text | None
     splits: PolicySplits
     calibration: PolicyCalibration
-    validation: PolicyValidation
+    validation: PolicyValidation | None
     guarantee: PolicyGuarantee | None
     note: Note
 
@@ -192,14 +198,14 @@ class PolicyFile(msgspec.Struct, forbid_unknown_fields=True):
                     f"more rows accepted than the {val.total} validated",
                     val.accepted,
                 )
-                if val.accepted > val.total
+                if val is not None and val.accepted > val.total
                 else None,
                 Problem(
                     "validation.errors",
                     f"more errors than the {val.accepted} accepted rows",
                     val.errors,
                 )
-                if val.errors > val.accepted
+                if val is not None and val.errors > val.accepted
                 else None,
                 Problem(
                     "guarantee.risk_bound",
@@ -207,7 +213,8 @@ class PolicyFile(msgspec.Struct, forbid_unknown_fields=True):
                     "selected with that guarantee",
                     bound.risk_bound,
                 )
-                if bound is not None and bound.risk_bound > self.risk_ceiling
+                if bound is not None
+                and (self.risk_ceiling is None or bound.risk_bound > self.risk_ceiling)
                 else None,
             ]
         )

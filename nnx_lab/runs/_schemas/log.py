@@ -60,6 +60,7 @@ class StepShape(msgspec.Struct):
     extra: dict[str, Any] | None = None
     aux: dict[str, Measured] | None = None
     terms: dict[str, Measured] | None = None
+    lrs: dict[str, Finite] | None = None
 
 
 class StepLine(StepShape, tag_field="event", tag="step"):
@@ -97,7 +98,7 @@ class EpochLine(msgspec.Struct, tag_field="event", tag="epoch_ended"):
 
 
 class CheckpointLine(msgspec.Struct, tag_field="event", tag="checkpoint_written"):
-    type: Literal["last", "best"]
+    type: Literal["last", "best", "first", "q1", "q2", "q3"]
     epoch: NonNegativeInt
     step: NonNegativeInt
     path: str

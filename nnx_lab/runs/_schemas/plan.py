@@ -130,6 +130,15 @@ class MetricState(msgspec.Struct, forbid_unknown_fields=True):
     )
 
 
+class ParamGroupState(msgspec.Struct, forbid_unknown_fields=True):
+    """One fine-tuning rule (``NNParamGroupSpec(...).to_json()``)."""
+
+    name_pattern: Annotated[str, msgspec.Meta(min_length=1, max_length=512)]
+    lr: Finite | None = None
+    lr_multiplier: Finite | None = None
+    weight_decay: Finite | None = None
+
+
 Choice = Annotated[str, msgspec.Meta(max_length=128)]
 
 
@@ -171,6 +180,7 @@ _SPECIAL: dict[str, Any] = {
     "train.monitor": dict[Key, Any] | None,
     "train.extra_metrics": MetricRefs | None,
     "train.optim.momentum": Number | list[Number] | None,
+    "train.optim.param_groups": Annotated[list[ParamGroupState], msgspec.Meta(max_length=256)],
 }
 
 _KINDS: dict[str, Any] = {

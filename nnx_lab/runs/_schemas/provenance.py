@@ -77,9 +77,17 @@ class ManifestFile(msgspec.Struct, forbid_unknown_fields=True):
     train: dict[str, Any] | None
     data: dict[Text, Any]  # each entry a DataRefFile, checked by rules() to name its key
     description: Description | None
+    task: dict[str, Any] | None = None  # NNx's declarations, written only when set
+    objective: dict[str, Any] | None = None
+    labels: list[Text] | None = None
+    splits: dict[Text, Text | None] | None = None
+    config: dict[str, Any] | None = None
 
     def rules(self) -> Iterator[Problem]:
-        yield from found(plain_problem(getattr(self, k), k) for k in ("net", "model", "train"))
+        yield from found(
+            plain_problem(getattr(self, k), k)
+            for k in ("net", "model", "train", "task", "objective", "config")
+        )
         yield from found([each_problem(self.data, DataRefFile, "data")])
 
     def refs(self) -> dict[str, DataRefFile]:

@@ -25,7 +25,7 @@ from .reading import HEX64, Problem, Refusal, found, join, plain_problem
 __all__ = ["TENSORS_FILE", "CheckpointFileError", "SidecarFile", "state_problem"]
 
 # What a sidecar may name: a plain file of its folder, as the writer names them.
-TENSORS_FILE = re.compile(r"(last|best)-[0-9]{8,}-[0-9a-f]{8}\.safetensors")
+TENSORS_FILE = re.compile(r"(last|best|first|q[123])-[0-9]{8,}-[0-9a-f]{8}\.safetensors")
 RunId = Annotated[str, msgspec.Meta(pattern=r"\A[0-9a-f]{32}\Z")]
 # A NumPy dtype of numbers (byte order, kind, width in bytes): what split_state writes.
 _NUMPY_DTYPE = re.compile(r"[<>|=](b1|[iu][1248]|f[248])")
@@ -42,7 +42,7 @@ class SidecarFile(msgspec.Struct, forbid_unknown_fields=True):
     because checkpoints written by hand (tests, tools) and older writers omit them."""
 
     format: Literal[FORMAT_VERSION]  # type: ignore[valid-type]
-    type: Literal["last", "best"]
+    type: Literal["last", "best", "first", "q1", "q2", "q3"]
     tensors_file: Annotated[str, msgspec.Meta(max_length=255)]
     sha256: HEX64
     weights_only: bool

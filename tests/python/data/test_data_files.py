@@ -84,7 +84,7 @@ STANDARDIZER_CASES = {
     "columns a string": (_split("columns", "ab"), "columns", "Expected `array`, got `str`"),
     "columns repeated": (_split("columns", ["age", "age"]), "columns[1]", "repeats"),
     "columns empty": (_split("columns", []), "columns", "length >= 1"),
-    "a column a number": (_split("columns", ["age", 5]), "columns[1]", "got `int`"),
+    "a column a float": (_split("columns", ["age", 5.5]), "columns[1]", "got `float`"),
     "mean NaN": (_split("mean", [float("nan"), 1.0]), "mean[0]", "finite"),
     "std zero": (_split("std", [0.0, 1.0]), "std[0]", "> 0"),
     "std negative": (_split("std", [1.0, -2.0]), "std[1]", "> 0"),

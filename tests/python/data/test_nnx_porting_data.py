@@ -3,6 +3,8 @@ differences are in docs/nnx_differences.md)."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -93,7 +95,7 @@ def test_standardizer_fits_on_the_rows_named_by_position():
     s = Standardizer.fit(df, rows=[2, 0, 1], columns=["a", "b"])
     assert s.mean.tolist() == pytest.approx([2.0, 5.0])  # row 3 was never read
     assert s.scale.tolist() == pytest.approx([np.std([1.0, 2.0, 3.0]), 1.0])  # constant: 1
-    assert Standardizer.fit(df, rows=[0, 1]).columns == ["a", "b", "c"]  # every column
+    assert Standardizer.fit(df, rows=[0, 1]).columns == ("a", "b", "c")  # every column
     as_array = Standardizer.fit(df[["a", "b"]].to_numpy(), rows=[0, 1, 2])
     as_tensor = Standardizer.fit(torch.tensor(df[["a", "b"]].to_numpy()), rows=[0, 1, 2])
     assert as_array.mean.tolist() == as_tensor.mean.tolist() == s.mean.tolist()
@@ -138,3 +140,84 @@ def test_split_manifest_takes_nnx_field_names():
         SplitManifest(train=[1], val=[], test=[], ids="rows")
     with pytest.raises(SplitError, match="both train and val"):
         SplitManifest(train=[1], validation=[1], test=[])
+
+
+def test_standardizer_columns_keep_the_original_labels_through_its_state(tmp_path):
+    from nnx_lab.preprocessing import Standardizer, StandardizerError
+
+    df = pd.DataFrame({0: [1.0, 2.0, 3.0], "b": [4.0, 5.0, 7.0], np.int64(7): [0.0, 1.0, 0.0]})
+    s = Standardizer.fit(df, rows=[0, 1, 2])
+    assert s.columns == (0, "b", 7)
+    assert [type(c) for c in s.columns] == [int, str, int]
+    state = json.loads(json.dumps(s.state()))  # plain JSON: labels as they are
+    assert state["columns"] == [0, "b", 7]
+    again = Standardizer.from_state(state)
+    assert again == s
+    assert again.columns == (0, "b", 7)
+    assert Standardizer.load(s.save(tmp_path / "s.json")).columns == (0, "b", 7)
+    assert np.allclose(again.transform(df), s.transform(df))
+    # a frame whose labels only print the same is not the fitted schema
+    with pytest.raises(StandardizerError, match="missing"):
+        s.transform(df.rename(columns={0: "0"}))
+    # a state saved before labels were kept (all strings) still reads its frames
+    old = {"kind": "nnx_lab.Standardizer", "version": 1, "columns": ["0", "b"]}
+    old |= {"mean": [2.0, 5.0], "std": [1.0, 1.0]}
+    legacy = Standardizer.from_state(old)
+    assert legacy.columns == ("0", "b")
+    assert legacy.transform(df[[0, "b"]]).tolist() == [[-1.0, -1.0], [0.0, 0.0], [1.0, 2.0]]
+    with pytest.raises(StandardizerError, match="strings or integers"):
+        Standardizer.fit(pd.DataFrame({1.5: [1.0, 2.0]}), rows=[0, 1])
+    with pytest.raises(StandardizerError, match="repeat"):
+        Standardizer([0, 0], [0.0, 0.0], [1.0, 1.0])
+
+
+def test_standardizer_records_nnx_dtype_fit_rows_membership_and_digest(tmp_path):
+    from nnx_lab.data_splits import SplitManifest
+    from nnx_lab.preprocessing import Standardizer, StandardizerError
+
+    df = pd.DataFrame({"a": [1.0, 2.0, 3.0, 10.0], "b": [4.0, 5.0, 7.0, 0.0]})
+    s = Standardizer.fit(df, rows=[2, 0, 1])
+    assert s.fit_rows == 3
+    assert s.membership == Standardizer.fit(df, rows=[0, 1, 2]).membership  # the row set
+    assert s.membership != Standardizer.fit(df, rows=[0, 1, 3]).membership
+    assert s.transform(df).dtype == np.float32
+    wide = Standardizer.fit(df, rows=[0, 1, 2], dtype=torch.float64, membership="train-v1")
+    assert (wide.dtype, wide.membership) == ("float64", "train-v1")
+    assert wide.transform(df).dtype == np.float64
+    for each in (s, wide):
+        again = Standardizer.from_state(json.loads(json.dumps(each.state())))
+        assert again == each
+        assert again.digest() == each.digest()
+        assert Standardizer.load(each.save(tmp_path / "s.json")) == each
+    assert s.digest().startswith("sha256:")
+    assert s.digest() != wide.digest()
+    manifest = SplitManifest(train=[0, 1, 2], val=[3], test=[])
+    assert Standardizer.fit(df, rows=[0, 1, 2], membership=manifest).membership == (
+        manifest.digest()
+    )
+    # a state without NNx's records (every one saved before) keeps its bytes and digest
+    plain = Standardizer(("a", "b"), [0.0, 1.0], [1.0, 2.0])
+    assert set(plain.state()) == {"kind", "version", "columns", "mean", "std"}
+    with pytest.raises(StandardizerError, match="float16"):
+        Standardizer.fit(df, rows=[0, 1], dtype="float16")
+    with pytest.raises(StandardizerError, match="membership"):
+        Standardizer.fit(df, rows=[0, 1], membership="")
+
+
+def test_split_manifest_records_nnx_source_and_seed(tmp_path):
+    from nnx_lab.data_splits import SplitError, SplitManifest
+    from nnx_lab.provenance import hash_bytes
+
+    data = hash_bytes(b"rows")
+    m = SplitManifest("random", [1, 2], [3], [4], source=data, seed=7)
+    assert (m.source, m.seed) == (str(data), 7)
+    again = SplitManifest.load(m.save(tmp_path / "m.json"))
+    assert (again.source, again.seed) == (str(data), 7)
+    assert again.digest() == m.digest()  # the identity is the membership
+    assert SplitManifest.from_state(json.loads(json.dumps(m.state()))).seed == 7
+    plain = SplitManifest(train=[1, 2], val=[3], test=[4])
+    assert (plain.source, plain.seed) == (None, None)
+    assert "seed" not in plain.state()  # older states keep their bytes
+    for bad in ({"seed": -1}, {"seed": True}, {"source": ""}, {"source": 3}):
+        with pytest.raises(SplitError, match=next(iter(bad))):
+            SplitManifest(train=[1], val=[2], test=[3], **bad)

@@ -268,3 +268,17 @@ def test_an_objective_under_two_ranks_equals_one_process_of_the_union(tmp_path, 
     for a, b in zip(two[0]["terms"], one[0]["terms"], strict=True):
         assert a == pytest.approx(b, rel=1e-5)
     assert two[0]["losses"] == pytest.approx(one[0]["losses"], rel=1e-5)
+
+
+def test_two_ranks_fine_tune_as_one_process_with_a_frozen_layer_and_rules(tmp_path):
+    """Fine-tuning (§3.1) under DDP: the frozen layer stays as built on every rank, the
+    rules' groups train as in one process, and the frozen set and rules give one id."""
+    two = run_ranks(tmp_path / "two", 2, "--root", tmp_path / "r2", "--batch", 16, "--finetune")
+    one = run_ranks(tmp_path / "one", 0, "--root", tmp_path / "r1", "--batch", 32, "--finetune")
+    plain = run_ranks(tmp_path / "plain", 0, "--root", tmp_path / "r0", "--batch", 32)
+    assert two[0]["digest"] == two[1]["digest"]
+    assert two[0]["run_id"] == two[1]["run_id"] == one[0]["run_id"] != plain[0]["run_id"]
+    _same_weights(two[0], one[0], 1e-6)
+    for name in ("layers.0.weight", "layers.0.bias"):  # frozen: as built, not as trained
+        assert one[0]["weights"][name] != plain[0]["weights"][name]
+        assert two[0]["weights"][name] == one[0]["weights"][name]

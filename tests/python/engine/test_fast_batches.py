@@ -338,10 +338,37 @@ def test_evaluate_and_predict_from_a_loader_take_the_path_and_agree(monkeypatch,
     monkeypatch.setattr(fast_batches, "_indexed", lambda ld: taken.append(ld) or indexed(ld))
     nnx_lab.set_fast_batches(True)
     fast = model.evaluate(loader), model.predict(loader)
-    assert taken == [loader, loader]
+    assert taken == [loader] * 3  # evaluate's first-batch check, its pass, predict's pass
     nnx_lab.set_fast_batches(False)
     slow = model.evaluate(loader), model.predict(loader)
-    assert len(taken) == 2
+    assert len(taken) == 3
     assert fast[0].loss == slow[0].loss
     assert fast[0].accuracy == slow[0].accuracy
     assert torch.equal(fast[1].logits, slow[1].logits)
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_the_first_batch_check_takes_the_path_and_leaves_every_stream_as_it_was(fast, monkeypatch):
+    """train() checks the loader's first batch before any run: through the fast path
+    (one indexing, not a fetch per row), with the same batch and no random draw left."""
+    import nnx_lab.engine.fast_batches as fast_batches
+    from nnx_lab.engine.data import first_batch
+
+    taken = []
+    indexed = fast_batches._indexed
+    monkeypatch.setattr(fast_batches, "_indexed", lambda ld: taken.append(ld) or indexed(ld))
+    X, y = torch.randn(50, 3), torch.randint(0, 4, (50,))
+    loader = DataLoader(TensorDataset(X, y), batch_size=8, shuffle=True)
+    previous = nnx_lab.set_fast_batches(fast)
+    try:
+        torch.manual_seed(5)
+        got = first_batch(loader, "NNTrainParams.train_loader")
+        after = torch.get_rng_state()
+        torch.manual_seed(5)
+        want = next(iter(loader))
+    finally:
+        nnx_lab.set_fast_batches(previous)
+    assert taken == ([loader] if fast else [])
+    assert all(torch.equal(a, b) and a.dtype == b.dtype for a, b in zip(got, want, strict=True))
+    torch.manual_seed(5)
+    assert torch.equal(after, torch.get_rng_state())  # the check drew nothing

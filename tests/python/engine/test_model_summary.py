@@ -95,3 +95,56 @@ def test_a_dict_output_and_an_adapter(tmp_path):
     assert by["a"].output_shape == [4, 2]
     assert by[""].output_shape == [[4, 2]]
     assert data.input_shape == [[4, 3], [4, 2]]
+
+
+def test_the_rule_columns_show_each_parameters_rule_rate_decay_and_frozen_state():
+    from nnx_lab import NNParamGroupSpec, freeze
+
+    model = _cnn()
+    freeze(model, "features.0.*")
+    optim = NNOptimParams(
+        max_lr=1e-3,
+        weight_decay=1e-2,
+        param_groups=[
+            NNParamGroupSpec("features.*", lr_multiplier=0.1),
+            NNParamGroupSpec("*.bias", weight_decay=0.0),
+        ],
+    )
+    data = summarize_model(model, optim=optim)
+    by = {r.path: r.columns for r in data.rows}
+    assert by["features.0"] == {"rule": "-", "lr": "-", "weight decay": "-", "frozen": "yes"}
+    assert by["features.3"] == {
+        "rule": "features.*",
+        "lr": "0.0001",
+        "weight decay": "0.01",
+        "frozen": "no",
+    }
+    assert by["head.1"] == {
+        "rule": "weight: default; bias: *.bias",
+        "lr": "0.001",
+        "weight decay": "weight: 0.01; bias: 0",
+        "frozen": "no",
+    }
+    assert by["features"] == {}
+    assert by[""] == {}
+    per = {p.name: p for p in data.parameters}
+    assert per["head.3.bias"].rule == "*.bias"
+    assert per["head.3.bias"].weight_decay == 0.0
+    assert per["features.0.weight"].frozen
+    assert per["features.0.weight"].lr is None
+    assert data.to_json()["parameters"][2]["rule"] == "features.*"
+    text = data.text()
+    assert "weight: default; bias: *.bias" in text
+    assert "rule" in text.splitlines()[0]
+    # without optim= the table has no rule columns
+    assert all(r.columns == {} for r in summarize_model(model).rows)
+
+
+def test_the_summary_refuses_a_rule_with_no_parameter():
+    import pytest
+
+    from nnx_lab import ConfigError, NNParamGroupSpec
+
+    optim = NNOptimParams(param_groups=[NNParamGroupSpec("encoder.*")])
+    with pytest.raises(ConfigError, match=r"matches no parameter.*names: head\."):
+        summarize_model(_cnn(), optim=optim)

@@ -140,7 +140,7 @@ def test_every_reader_reads_a_read_only_runs_root(read_only):
     assert compare(run_id, run_id, runs_root=runs).same_plan is True
     docs = root / "docs"
     assert SplitManifest.load(docs / "split.json") == plan_split(list(range(30)), seed=0)
-    assert Standardizer.load(docs / "standardizer.json").columns == ["a", "b"]
+    assert Standardizer.load(docs / "standardizer.json").columns == ("a", "b")
     assert TemperatureCalibrator.load(docs / "calibrator.json").temperature == 1.5
     assert AbstentionPolicy.load(docs / "policy.json").split_id == "val"
 

@@ -82,3 +82,25 @@ def test_bad_arguments_are_refused_before_a_widget_exists():
         ModelSummary(_cnn(), live="yes")
     with pytest.raises(DataError, match="does not go through the network"):
         ModelSummary(_cnn(), torch.rand(2, 3))  # not inputs the network takes
+
+
+def test_the_widget_shows_the_fine_tuning_rules_and_follows_freezing():
+    from nnx_lab import NNOptimParams, NNParamGroupSpec
+
+    model = _cnn()
+    optim = NNOptimParams(
+        max_lr=1e-3, param_groups=[NNParamGroupSpec("head.*", lr_multiplier=10.0)]
+    )
+    w = ModelSummary(model, optim=optim, live=False)
+    try:
+        rows = {r["path"]: r for r in w.data["rows"]}
+        assert rows["head.1"]["columns"]["rule"] == "head.*"
+        assert rows["head.1"]["columns"]["lr"] == "0.01"
+        assert rows["features.0"]["columns"]["rule"] == "default"
+        model.freeze("features.0.*")
+        assert w.poll()
+        rows = {r["path"]: r for r in w.data["rows"]}
+        assert rows["features.0"]["columns"]["frozen"] == "yes"
+        assert "head.*" in w.text()
+    finally:
+        w.close()
