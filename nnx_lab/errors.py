@@ -23,6 +23,7 @@ __all__ = [
     "CalibrationFitError",
     "CalibrationMismatchError",
     "CheckpointCorruptError",
+    "ComponentRestoreError",
     "ConfigError",
     "DataError",
     "FieldError",
@@ -169,6 +170,18 @@ class TrainingStateError(ResumeError):
 class MonitorUnavailableError(NNxError, ValueError):
     """A ``MonitorSpec(on_missing="error")`` / ``(on_nonfinite="error")`` found no
     usable value at an epoch (NNx's class, a ValueError)."""
+
+
+class ComponentRestoreError(ResumeError):
+    """A resume found the run's components' saved states unfit: every problem at once,
+    before any state was loaded. ``.problems`` lists them."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = list(problems)
+        lines = "\n".join(f"  - {p}" for p in self.problems)
+        super().__init__(
+            f"cannot restore the run's components ({len(self.problems)} problem(s)):\n{lines}"
+        )
 
 
 class NonFiniteLossError(NNxError, FloatingPointError):

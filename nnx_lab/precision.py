@@ -1,5 +1,6 @@
 """``nnx_lab.precision``: precision policies (§2.2), re-exported from the engine."""
 
+from .engine.custom_step import full_precision_only
 from .engine.precision import (
     MODES,
     REFERENCE_TOLERANCES,
@@ -16,6 +17,7 @@ __all__ = [
     "PrecisionPolicy",
     "PrecisionUnsupportedError",
     "ResolvedPrecision",
+    "full_precision_only",
     "precision_support",
     "resolve_precision",
 ]

@@ -40,11 +40,18 @@ class EpochSums:
         self.batches = 0  # loader batches trained in this epoch
         self.aux: dict[str, float] = {}  # a network's auxiliary terms, weighted as the loss
         self.aux_weight = 0.0
+        # an objective's terms: Σ numerator and Σ denominator over the epoch (on the device)
+        self.terms: dict[str, list[Any]] = {}
+        self.skipped = 0  # updates an objective's nonfinite="skip" left out
 
     def add_outputs(self, out: StepOutput) -> None:
         """One step's raw outputs into the declared metrics' accumulation."""
         if self.acc is not None:
             self.acc.add(out.outputs, out.targets)  # type: ignore[arg-type]
+        if out.term_sums is not None:
+            for name, (num, den) in out.term_sums.items():
+                held = self.terms.get(name)
+                self.terms[name] = [num, den] if held is None else [held[0] + num, held[1] + den]
 
     def add_records(
         self, records: list[StepRecord], conf: np.ndarray | None, weights: list[float]
@@ -89,6 +96,13 @@ class EpochSums:
         }
         if self.aux and self.aux_weight:
             summary["aux"] = {k: v / self.aux_weight for k, v in self.aux.items()}  # type: ignore[assignment]
+        if self.terms:
+            summary["terms"] = {  # type: ignore[assignment]
+                name: float(num) / float(den) if float(den) else 0.0
+                for name, (num, den) in self.terms.items()
+            }
+        if self.skipped:
+            summary["skipped_updates"] = self.skipped
         task = self.task
         if self.conf is not None:
             summary.update({k: float(v) for k, v in finalize(self.conf, task.kind).items()})
@@ -127,6 +141,8 @@ class EpochSums:
             "cats": cats,
             "aux": dict(self.aux),
             "aux_weight": self.aux_weight,
+            "terms": {n: [float(num), float(den)] for n, (num, den) in self.terms.items()},
+            "skipped": self.skipped,
         }
 
     def restore(self, saved: dict[str, Any], device: torch.device, *, statistics: bool) -> None:
@@ -140,6 +156,8 @@ class EpochSums:
         self.conf = None if conf is None else conf.numpy().copy()
         self.aux = {k: float(v) for k, v in (saved.get("aux") or {}).items()}
         self.aux_weight = float(saved.get("aux_weight") or 0.0)
+        self.terms = {n: [float(a), float(b)] for n, (a, b) in (saved.get("terms") or {}).items()}
+        self.skipped = int(saved.get("skipped") or 0)
         acc = self.acc
         if acc is None or saved.get("sums") is None or not statistics:
             return

@@ -123,7 +123,7 @@ class TrainingLoop:
         )
         self._setup_metrics(step, params, evaluator)
         self.buffer = StepBuffer(
-            step.task,
+            step.record_task,
             step.loss,
             self.reduce,
             scorer=self._step_scorer,
@@ -140,7 +140,7 @@ class TrainingLoop:
         self._last_epoch = 0
         self.outcome: LoopOutcome | None = None  # set when the run ends (see _end)
         # the sums exist before the first epoch: a stop can flush into them
-        self.sums = EpochSums(step.task, self._epoch_scorer)
+        self.sums = EpochSums(step.record_task, self._epoch_scorer)
 
     def _setup_metrics(
         self, step: TrainStep, params: NNTrainParams, evaluator: Callable[..., EDP] | None
@@ -148,7 +148,7 @@ class TrainingLoop:
         """Scorers for a declared task's per-step metrics and for the whole-epoch
         summary (task metrics and ``params.metrics``), and the validation pass with what
         its evaluator is given."""
-        task, device = step.task, step.device
+        task, device = step.record_task, step.device
         record = [MetricSpec(n) for n in task.record_metrics]
         self._step_scorer = Scorer(task, record, device) if record else None
         epoch_specs = scorer_specs(task, params.metrics)
@@ -290,7 +290,8 @@ class TrainingLoop:
         params, step = self.params, self.train_step
         t0 = time.perf_counter()
         self.epoch_start_rng = RngState.capture(self.loaders, host=False)
-        sums = self.sums = EpochSums(step.task, self._epoch_scorer)
+        sums = self.sums = EpochSums(step.record_task, self._epoch_scorer)
+        step.epoch = epoch
         cursor, self.resume_cursor = self.resume_cursor, None
         if cursor is not None and cursor.partial is not None:
             # in a data-parallel run the saved statistics are the union's (see _end):
@@ -318,6 +319,7 @@ class TrainingLoop:
                 continue
             if self.collective is not None:  # a stop asked here travels with this step
                 step.stop_flag = 1.0 if control.stop_requested else 0.0
+            step.batch_index = batch_index  # a train_step_fn's ctx.batch_idx
             try:
                 X, y = batch
                 X = X.to(device, non_blocking=True)
@@ -338,7 +340,10 @@ class TrainingLoop:
             except Exception as exc:
                 self._explain(exc, raw or [(batch_index, batch)], epoch)
                 raise
-            self.step += 1
+            if out is None:  # an objective's nonfinite="skip": no update was applied
+                sums.skipped += 1
+                continue
+            self.step += out.updates
             if self.collective is not None and step.stop_agreed and not control.stop_requested:
                 control.request_stop("stop requested on another rank")
             sums.add_outputs(out)
@@ -362,7 +367,11 @@ class TrainingLoop:
             except Exception as exc:
                 self._explain(exc, raw, epoch)
                 raise
-            self.step += 1
+            if out is None:
+                sums.skipped += 1
+                window = []
+        if window:
+            self.step += out.updates
             sums.add_outputs(out)
             buffer.add(out, self.step, epoch, batch_index // accum, param_groups[0]["lr"])
             if emit_steps:

@@ -26,6 +26,7 @@ from ..runs import check_manifest, emit, resolve_runs_root
 from .adapters import BatchAdapter, adapt_inputs, adapt_source
 from .checkpoint import NNCheckpoint
 from .compile_options import check_compile
+from .components import check_components
 from .data import check_inputs, check_loader, first_targets, tensor_digest
 from .drift import print_model_banner
 from .edp import EDP
@@ -63,13 +64,20 @@ from .run_assembly import (
     Preflight,
     assemble_loop,
     check_existing,
+    own_state,
     reserve_run,
     run_config,
 )
 from .run_handle import NNRun, run_id_for, saved_line
 from .scoring import check_declared
 from .tasks import Task, task_for
-from .train_checks import check_metric_params, check_train_args
+from .train_checks import (
+    check_metric_params,
+    check_objective,
+    check_step_fn,
+    check_step_precision,
+    check_train_args,
+)
 
 __all__ = ["NNModel"]
 
@@ -210,6 +218,8 @@ class NNModel:
         provenance: Any = None,
         eval_step_fn: Callable[..., EDP] | None = None,
         salt: str | None = None,
+        objective: Any = None,
+        train_step_fn: Callable[..., EDP] | None = None,
     ) -> NNRun:
         """Train and record a run; every check runs before the run directory exists.
 
@@ -224,7 +234,10 @@ class NNModel:
         this process one rank of a data-parallel run (docs/distributed.md): rank 0 writes
         the run, every rank returns the same ``NNRun``. ``salt`` (NNx's): a non-empty
         string folded into the run id, so the same configuration can run twice apart
-        (``run.salt``).
+        (``run.salt``). ``objective`` (an ``Objective``): the loss as named terms, the
+        update left to the engine (docs/custom_training.md); it enters the run id.
+        ``train_step_fn(ctx: TrainStepContext) -> EDP``: a step that owns forward,
+        backward and update, and calls ``ctx.report_update()`` per optimizer step.
 
         The run trains, and records, what this model was built with: if ``net_params``
         or ``params`` were reassigned since, a drift banner says so first.
@@ -233,8 +246,21 @@ class NNModel:
         callbacks, components = check_train_args(
             params, callbacks, components, distributed, eval_step_fn
         )
+        check_objective(objective, distributed, params)
+        check_step_fn(train_step_fn, objective, distributed, self.trained_params().compile)
         print_model_banner(self)
-        pre = self.preflight(params, distributed, eval_step_fn, salt=salt)
+        pre = self.preflight(
+            params,
+            distributed,
+            eval_step_fn,
+            salt=salt,
+            objective=objective,
+            train_step_fn=train_step_fn,
+        )
+        if pre.resume is not None and pre.resume.state is not None:
+            # every component problem at once, before the run directory exists
+            own = own_state(objective, train_step_fn)
+            check_components([*callbacks, *components, *own], pre.resume.state.callbacks)
         if provenance is not None:
             check_manifest(provenance, pre.config)
         existing = check_existing(pre, params, distributed)
@@ -256,6 +282,8 @@ class NNModel:
             distributed,
             eval_step_fn,
             net_params=self._shape,
+            objective=objective,
+            train_step_fn=train_step_fn,
         )
         self.precision, self._task = pre.precision, pre.task
         self._resolved_from = (self.params.precision, self.params.mixed_precision)
@@ -275,6 +303,8 @@ class NNModel:
         eval_step_fn: Any = None,
         *,
         salt: str | None = None,
+        objective: Any = None,
+        train_step_fn: Any = None,
     ) -> Preflight:
         """The checks and the run's identity, with no side effect: what ``train`` knows
         before it touches the runs root (``nnx_lab.launch`` calls it for rank 0 of a run
@@ -286,6 +316,7 @@ class NNModel:
         precision = resolve_precision(
             model_params.precision, model_params.mixed_precision, self.device.type
         )
+        check_step_precision(train_step_fn, precision)
         task = self._task_for_loader(params.train_loader, "NNTrainParams.train_loader")
         check_metric_params(params, task, eval_step_fn)
         check_compile(model_params.compile, distributed)
@@ -296,7 +327,14 @@ class NNModel:
         root = resolve_runs_root(params.runs_root)
         world = 1 if distributed is None else int(distributed.world_size)
         resume = plan_resume(self, params, precision, root, world)
-        config = self.run_config(params, distributed, eval_step_fn, salt=salt)
+        config = self.run_config(
+            params,
+            distributed,
+            eval_step_fn,
+            salt=salt,
+            objective=objective,
+            train_step_fn=train_step_fn,
+        )
         return Preflight(precision, task, root, resume, config, run_id_for(config))
 
     def run_config(
@@ -306,6 +344,8 @@ class NNModel:
         eval_step_fn: Any = None,
         *,
         salt: str | None = None,
+        objective: Any = None,
+        train_step_fn: Any = None,
     ) -> dict[str, Any]:
         """The ``run.yaml`` a ``train(params)`` would write; its MD5 is the run id.
 
@@ -320,6 +360,8 @@ class NNModel:
             weights_digest=self.weights_digest,
             dropout=getattr(self._built_net_params, "dropout_prob", None),
             salt=salt,
+            objective=objective,
+            train_step_fn=train_step_fn,
             frozen=frozen(self.net),
         )
 

@@ -23,6 +23,8 @@ from ..errors import ConfigError
 from ..runs import FORMAT_VERSION, PROVENANCE_FILE, record_attempt, writer_identity
 from .collective import DistributedTrainStep
 from .compile_options import compiled_net, same_numbers
+from .components import is_component
+from .custom_step import CustomStep
 from .data import batch_problem, data_identity
 from .edp import EDP
 from .enums import RunStatus
@@ -39,6 +41,8 @@ from .handlers import (
 )
 from .handlers.run_directory import RunEndRecord, write_end_record
 from .loop import RunInfo, TrainingLoop
+from .objective_ddp import DistributedObjectiveStep
+from .objective_step import ObjectiveStep
 from .optim import build_optimizer, build_scheduler, optimizer_groups
 from .params import NNModelParams, NNTrainParams
 from .precision import ResolvedPrecision
@@ -49,7 +53,7 @@ from .run_handle import NNRun, environment_metadata
 from .sinks import EventBus
 from .tasks import Task
 from .train_step import TrainStep
-from .training_state import seed_everything
+from .training_state import is_stateful, seed_everything
 from .update import Updater
 
 if TYPE_CHECKING:
@@ -89,6 +93,8 @@ def run_config(
     weights_digest: Callable[[], str],
     dropout: float | None = None,
     salt: str | None = None,
+    objective: Any = None,
+    train_step_fn: Any = None,
     frozen: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """The ``run.yaml`` of a run of these params; ``weights_digest()`` gives the initial
@@ -115,6 +121,13 @@ def run_config(
         config["frozen"] = list(frozen)
     if eval_step_fn is not None:  # absent by default: existing run ids stay as they were
         config["eval_step"] = callable_identity(eval_step_fn)
+    if objective is not None:  # its code and its non-finite policy make another run
+        config["objective"] = {
+            "code": callable_identity(objective.identity_target()),
+            "nonfinite": objective.nonfinite,
+        }
+    if train_step_fn is not None:
+        config["train_step"] = callable_identity(train_step_fn)
     if salt is not None:  # NNx's train(salt=): the same configuration, another run id
         if not isinstance(salt, str) or not salt.strip():
             raise ConfigError("salt", salt, "NNRun.salt must be a non-empty string when provided")
@@ -241,6 +254,8 @@ def assemble_loop(
     eval_step_fn: Callable[..., EDP] | None = None,
     *,
     net_params: Any,
+    objective: Any = None,
+    train_step_fn: Any = None,
 ) -> TrainingLoop:
     """The loop and its handlers (a non-writing rank gets only the run's history and
     the callbacks), with the resumed state applied. ``net_params`` are the ones the
@@ -260,6 +275,8 @@ def assemble_loop(
             distributed,
             eval_step_fn,
             net_params,
+            objective,
+            train_step_fn,
         )
     except BaseException as exc:
         if recorder is not None:
@@ -270,6 +287,12 @@ def assemble_loop(
                 write_end_record(run)
             recorder.lock.release()
         raise
+
+
+def own_state(*objects: Any) -> list[Any]:
+    """The objective's and the step's own state (a generator, an EMA) travel with the
+    checkpoints as a component's does."""
+    return [o for o in objects if o is not None and (is_stateful(o) or is_component(o))]
 
 
 def _assemble(
@@ -284,6 +307,8 @@ def _assemble(
     distributed: Any,
     eval_step_fn: Callable[..., EDP] | None,
     net_params: Any,
+    objective: Any = None,
+    train_step_fn: Any = None,
 ) -> TrainingLoop:
     precision, task, resume = pre.precision, pre.task, pre.resume
     for obj in (*callbacks, *components):
@@ -304,11 +329,16 @@ def _assemble(
     for sink in adapt_callbacks(callbacks, model, run):
         bus.add(sink)
     parts = (model.net, model.loss_fn, task, model.device, precision, updater)
-    step = (
-        TrainStep(*parts)
-        if distributed is None
-        else DistributedTrainStep(*parts, collective=distributed)
-    )
+    if train_step_fn is not None:
+        step: TrainStep = CustomStep(*parts, fn=train_step_fn, params=params)
+    elif objective is not None and distributed is not None:
+        step = DistributedObjectiveStep(*parts, objective=objective, collective=distributed)
+    elif objective is not None:
+        step = ObjectiveStep(*parts, objective=objective)
+    elif distributed is None:
+        step = TrainStep(*parts)
+    else:
+        step = DistributedTrainStep(*parts, collective=distributed)
     step.forward_net = compiled_net(model, model.net, model.trained_params().compile)
     # fp32 has no scaler or gradient check: the loss itself is checked before the update.
     # A rank of a DDP run leaves it to the collective flush (a lone raise would hang).
@@ -321,7 +351,7 @@ def _assemble(
         ),
         bus=bus,
         control=control,
-        stateful=[*callbacks, *components],
+        stateful=[*callbacks, *components, *own_state(objective, train_step_fn)],
         info=RunInfo(run.id, str(run.run_dir), run.config, run.parent_run_id),
         n_epochs=resume.n_epochs if resume else None,
         planned_epochs=resume.planned_epochs if resume else None,
@@ -350,5 +380,5 @@ def _assemble(
         )
         bus.add(RunEndRecord(recorder, loop))  # after the policy: the end once saved
     if resume is not None:
-        resume.apply(model, loop, run, [*callbacks, *components], writes=recorder is not None)
+        resume.apply(model, loop, run, loop.stateful, writes=recorder is not None)
     return loop

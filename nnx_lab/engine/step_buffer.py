@@ -59,6 +59,7 @@ class StepBuffer:
         self.packs: list[torch.Tensor] = []
         self.meta: list[tuple[int, int, int, float, int]] = []  # step, epoch, batch, lr, n
         self.aux: list[dict[str, torch.Tensor]] = []  # a network's auxiliary terms (aux_loss)
+        self.terms: list[dict[str, torch.Tensor]] = []  # an objective's terms (objective_step)
 
     def __len__(self) -> int:
         return len(self.meta)
@@ -74,9 +75,23 @@ class StepBuffer:
         self.meta.append((step, epoch, batch, lr, out.rows))
         if out.aux is not None:
             self.aux.append(out.aux)
+        if out.terms is not None:
+            self.terms.append(out.terms)
 
     def drain(self) -> tuple[list[StepRecord], np.ndarray | None, list[float]]:
-        """``_drain``'s records, each with its step's auxiliary terms (``aux``)."""
+        """``_drain``'s records, each with its step's auxiliary terms (``aux``) and an
+        objective's terms (``terms``)."""
+        if self.terms and len(self.terms) == len(self.meta):
+            names = list(self.terms[0])
+            rows = torch.stack([torch.stack([t[n] for n in names]) for t in self.terms]).tolist()
+            self.terms = []
+            records, conf, weights = self.drain()
+            values = [dict(zip(names, row, strict=True)) for row in rows]
+            return (
+                [replace(r, terms=v) for r, v in zip(records, values, strict=True)],
+                conf,
+                weights,
+            )
         if not self.aux or len(self.aux) != len(self.meta):
             return self._drain()
         aux = self._aux_values()

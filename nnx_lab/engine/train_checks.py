@@ -12,13 +12,23 @@ from typing import Any
 
 from ..errors import ConfigError
 from .collective import Collective
+from .components import check_unique, is_component
+from .custom_step import is_full_precision_only
+from .eval_context import takes_context
+from .objective import Objective
 from .params import NNTrainParams
 from .scoring import check_declared
 from .sinks import check_callback
 from .tasks import Task
 from .training_state import is_stateful
 
-__all__ = ["check_metric_params", "check_train_args"]
+__all__ = [
+    "check_metric_params",
+    "check_objective",
+    "check_step_fn",
+    "check_step_precision",
+    "check_train_args",
+]
 
 
 def check_train_args(
@@ -35,17 +45,97 @@ def check_train_args(
         _check_distributed(distributed, params)
     if eval_step_fn is not None:
         _check_eval_step(eval_step_fn)
+        if distributed is not None and takes_context(eval_step_fn):
+            raise ConfigError(
+                "eval_step_fn",
+                getattr(eval_step_fn, "__qualname__", eval_step_fn),
+                "under distributed= a context-form eval_step_fn(ctx) would see only its "
+                "rank's shard; use the legacy form fn(net, loader, loss, task, *, device, "
+                "precision, reduce) that sums its statistics with reduce=",
+            )
     callbacks, components = list(callbacks), list(components)
     for cb in callbacks:
         check_callback(cb)
     for comp in components:
-        if not is_stateful(comp):
+        if not is_stateful(comp) and not is_component(comp):
             raise ConfigError(
                 "components",
                 comp,
-                "each component must define state_dict() and load_state_dict()",
+                "each component must define component_spec(), component_state() and "
+                "load_component_state(state, version=...) (or state_dict() and "
+                "load_state_dict())",
             )
+    check_unique(components)
     return callbacks, components
+
+
+def check_objective(objective: Any, distributed: Any, params: NNTrainParams) -> None:
+    """Refuse an ``objective=`` that is not an ``Objective`` before any run exists."""
+    if objective is None:
+        return
+    if not isinstance(objective, Objective):
+        raise ConfigError(
+            "objective",
+            objective,
+            "pass an nnx_lab.Objective: subclass it with compute(net, batch, ctx), or wrap "
+            "a function as Objective(fn); a function that owns the update is a train_step_fn",
+        )
+    if not objective.scores_outputs and (params.metrics or params.extra_metrics):
+        raise ConfigError(
+            "NNTrainParams.metrics",
+            list(params.metrics or []) + list(params.extra_metrics or {}),
+            f"objective {objective.name} returns no outputs to score: leave metrics and "
+            "extra_metrics unset, or return ObjectiveResult(..., outputs=net_outputs) "
+            "with Objective(..., scores_outputs=True)",
+        )
+
+
+def check_step_fn(step_fn: Any, objective: Any, distributed: Any, compile_options: Any) -> None:
+    """Refuse a ``train_step_fn=`` that cannot run as asked, before any run exists."""
+    if step_fn is None:
+        return
+    if objective is not None:
+        raise ConfigError(
+            "train_step_fn",
+            getattr(step_fn, "__qualname__", type(step_fn).__name__),
+            "pass a train_step_fn or an objective, not both: a step owns the update, an "
+            "objective leaves it to the engine",
+        )
+    if isinstance(step_fn, Objective):
+        raise ConfigError(
+            "train_step_fn",
+            step_fn.name,
+            "this is an Objective (the loss as terms, the update the engine's): pass it "
+            "as objective=",
+        )
+    if not callable(step_fn):
+        raise ConfigError("train_step_fn", step_fn, "a callable (ctx: TrainStepContext) -> EDP")
+    if distributed is not None:
+        raise ConfigError(
+            "train_step_fn",
+            getattr(step_fn, "__qualname__", type(step_fn).__name__),
+            "a train_step_fn owns the update, so the engine cannot apply the data-parallel "
+            "gradient all-reduce to it; under distributed= describe the loss as an "
+            "objective= instead",
+        )
+    if compile_options is not False and not compile_options.get("disable"):
+        raise ConfigError(
+            "NNModelParams.compile",
+            dict(compile_options),
+            "a train_step_fn calls the network itself, outside the engine's compiled "
+            "forward; pass compile=False with train_step_fn=",
+        )
+
+
+def check_step_precision(step_fn: Any, precision: Any) -> None:
+    """A step marked ``@full_precision_only`` refuses a reduced precision policy."""
+    if step_fn is not None and is_full_precision_only(step_fn) and precision.reduced:
+        raise ConfigError(
+            "NNModelParams.precision",
+            precision.effective,
+            f"train_step_fn {getattr(step_fn, '__qualname__', step_fn)} is marked "
+            "full_precision_only: train it with precision='fp32'",
+        )
 
 
 def _check_distributed(distributed: Any, params: NNTrainParams) -> None:
@@ -67,11 +157,13 @@ def _check_distributed(distributed: Any, params: NNTrainParams) -> None:
 def _check_eval_step(fn: Any) -> None:
     """Refuse an ``eval_step_fn`` that cannot be called as the loop calls it."""
     fix = (
-        "pass a function fn(net, loader, loss, task, *, device, precision) -> EDP, e.g. "
-        "nnx_lab.streaming_eval_step"
+        "pass a function fn(ctx: EvalStepContext) -> EDP, or the legacy form "
+        "fn(net, loader, loss, task, *, device, precision) -> EDP (nnx_lab.streaming_eval_step)"
     )
     if not callable(fn):
         raise ConfigError("eval_step_fn", fn, fix)
+    if takes_context(fn):
+        return  # the context form: fn(ctx: EvalStepContext) -> EDP
     try:
         inspect.signature(fn).bind(None, None, None, None, device=None, precision=None)
     except TypeError as exc:

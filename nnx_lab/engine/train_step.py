@@ -35,6 +35,10 @@ class StepOutput:
     rows: int
     outputs: torch.Tensor | None = None  # raw outputs, detached (only when metrics need them)
     aux: dict[str, torch.Tensor] | None = None  # a network's auxiliary terms (aux_loss)
+    # an objective's terms: each one's window value, and its (Σ numerator, Σ denominator)
+    terms: dict[str, torch.Tensor] | None = None
+    term_sums: dict[str, tuple[torch.Tensor, Any]] | None = None
+    updates: int = 1  # optimizer steps taken (a train_step_fn reports its own)
 
 
 class TrainStep:
@@ -51,6 +55,8 @@ class TrainStep:
         updater: Updater,
     ) -> None:
         self.net, self.loss, self.task = net, loss, task
+        self.record_task = task  # how the step records are scored (an objective may differ)
+        self.epoch = 0  # the epoch in progress (set by the loop)
         # what the forward pass calls: the network, or its compiled form (compile=); the
         # weights, and so the checkpoints, stay the eager network's
         self.forward_net: Any = net

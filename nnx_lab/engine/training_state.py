@@ -26,6 +26,8 @@ import numpy as np
 import torch
 
 from ..errors import TrainingStateError
+from .components import PREFIX as COMPONENT_PREFIX
+from .components import capture_components, restore_components
 
 __all__ = [
     "GENERATION",
@@ -175,12 +177,15 @@ def is_stateful(obj: Any) -> bool:
 
 
 def capture_objects(objects: Sequence[Any]) -> dict[str, Any]:
-    """``{"<index>:<qualname>": state}`` for each stateful object, in the given order."""
-    return {
+    """``{"<index>:<qualname>": state}`` for each stateful object, in the given order,
+    and ``{"component:<name>": ...}`` for each component (``components``)."""
+    out = {
         f"{i}:{type(obj).__qualname__}": obj.state_dict()
         for i, obj in enumerate(objects)
         if is_stateful(obj)
     }
+    out.update(capture_components(objects))
+    return out
 
 
 def restore_objects(objects: Sequence[Any], saved: dict[str, Any]) -> list[str]:
@@ -190,6 +195,8 @@ def restore_objects(objects: Sequence[Any], saved: dict[str, Any]) -> list[str]:
     the restored type names; a state with no object, or an object with no state, is
     reported with a warning.
     """
+    components = {k: v for k, v in saved.items() if k.startswith(COMPONENT_PREFIX)}
+    saved = {k: v for k, v in saved.items() if not k.startswith(COMPONENT_PREFIX)}
     by_type: dict[str, list[tuple[int, Any]]] = {}
     for key, value in saved.items():
         index, _, qualname = key.partition(":")
@@ -220,7 +227,7 @@ def restore_objects(objects: Sequence[Any], saved: dict[str, Any]) -> list[str]:
             RuntimeWarning,
             stacklevel=4,
         )
-    return restored
+    return restored + restore_components(objects, components)
 
 
 # -- the training state ---------------------------------------------------------------

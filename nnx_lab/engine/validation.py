@@ -14,7 +14,10 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
+import torch
+
 from .edp import EDP
+from .eval_context import EvalStepContext, takes_context
 from .evaluate import evaluate
 from .train_step import TrainStep
 from .training_state import preserved_rng
@@ -36,23 +39,29 @@ class Validation:
         """``reduce`` sums the shards' statistics across the ranks (a data-parallel
         run); ``diagnose(batch, field, where)`` explains a failed pass (see the loop)."""
         self.evaluator = evaluate if evaluator is None else evaluator
+        self.with_context = evaluator is not None and takes_context(evaluator)
+        self.offered = offered
         self.kwargs: dict[str, Any] = {} if reduce is None else {"reduce": reduce}
-        self.kwargs.update(accepted(self.evaluator, offered))
+        if not self.with_context:
+            self.kwargs.update(accepted(self.evaluator, offered))
         self.diagnose = diagnose
 
     def __call__(self, step: TrainStep, loader: Any, epoch: int, loaders: list[Any]) -> EDP:
         """Validate ``step``'s network on ``loader`` after ``epoch``; ``loaders`` are
         every loader of the run, whose generators a diagnosis must not move."""
         try:
-            val = self.evaluator(
-                step.net,
-                loader,
-                step.loss,
-                step.task,
-                device=step.device,
-                precision=step.precision,
-                **self.kwargs,
-            )
+            if self.with_context:
+                val = self._with_context(step, loader, epoch)
+            else:
+                val = self.evaluator(
+                    step.net,
+                    loader,
+                    step.loss,
+                    step.task,
+                    device=step.device,
+                    precision=step.precision,
+                    **self.kwargs,
+                )
         except Exception as exc:
             self._explain(exc, loader, epoch, loaders)
             raise
@@ -63,6 +72,21 @@ class Validation:
                 "EDP (nnx_lab.EDP(loss=..., error=..., samples=...))"
             )
         return val
+
+    def _with_context(self, step: TrainStep, loader: Any, epoch: int) -> Any:
+        ctx = EvalStepContext(
+            model=step.net,
+            val_loader=loader,
+            extra_metrics=self.offered.get("extra_metrics"),
+            epoch_idx=epoch,
+            metrics=self.offered.get("metrics"),
+            loss_fn=step.loss,
+            device=step.device,
+            precision=step.precision,
+        )
+        step.net.eval()
+        with torch.no_grad():
+            return self.evaluator(ctx)
 
     def _explain(self, exc: Exception, loader: Any, epoch: int, loaders: list[Any]) -> None:
         if self.diagnose is None:

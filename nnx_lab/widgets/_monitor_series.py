@@ -30,7 +30,7 @@ __all__ = [
 ]
 
 # Counts, not metrics: kept out of the epoch series (the table and the chart).
-NOT_METRICS = frozenset({"samples", "valid"})
+NOT_METRICS = frozenset({"samples", "valid", "skipped_updates"})
 MONITOR_KEY = "monitor"  # epoch series column: the monitored value of each epoch
 
 

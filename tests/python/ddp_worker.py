@@ -18,6 +18,7 @@ import engine_factories as f
 
 from nnx_lab import (
     Losses,
+    LossTerm,
     MetricSpec,
     MonitorSpec,
     Nets,
@@ -28,6 +29,8 @@ from nnx_lab import (
     NNOptimParams,
     NNParamGroupSpec,
     NNTrainParams,
+    Objective,
+    ObjectiveResult,
     distributed,
 )
 from nnx_lab.example_data import digits_images
@@ -78,6 +81,24 @@ def network(kind: str, precision: str | None) -> NNModel:
     )
 
 
+class MaskedTerms(Objective):
+    """Two terms whose denominators differ from rank to rank: a cross-entropy over the
+    rows a mask keeps, and a weighted squared-output penalty over the output elements."""
+
+    def compute(self, net, batch, ctx):
+        X, y = batch
+        out = net(X)
+        keep = (X[:, 0] > -0.3).float()
+        ce = torch.nn.functional.cross_entropy(out, y, reduction="none")
+        return ObjectiveResult(
+            [
+                LossTerm("ce", (ce * keep).sum(), keep.sum()),
+                LossTerm("l2", (out**2).sum(), out.numel(), weight=0.1),
+            ],
+            record={"kept": keep.mean()},
+        )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--root", required=True)
@@ -97,6 +118,7 @@ def main() -> None:
     ap.add_argument("--finetune", action="store_true", help="a frozen layer and two rules")
     ap.add_argument("--fail-on-rank1", action="store_true", help="rank 1 raises at epoch 1's end")
     ap.add_argument("--net", default="mlp", choices=("mlp", "conv", "moe"))
+    ap.add_argument("--objective", action="store_true", help="a masked two-term objective")
     args = ap.parse_args()
     torch.set_num_threads(1)
     if not args.single:
@@ -168,6 +190,7 @@ def main() -> None:
             distributed=None
             if args.single
             else distributed.DDP(stop_check_every=args.stop_check_every),
+            objective=MaskedTerms() if args.objective else None,
         )
     except Exception as exc:  # the test reads what was refused
         with open(f"{args.out}.{os.getpid()}", "w") as fh:
@@ -196,6 +219,7 @@ def main() -> None:
         "shapes": sorted(shapes),
         "seen": getattr(train_set, "seen", None),
         "local_aux": local_aux,
+        "terms": [p.get("terms") for p in _step_lines(run)],
     }
     if args.net != "mlp":  # after the fit: predict and evaluate on each rank alone
         X_val = val_set.tensors[0]

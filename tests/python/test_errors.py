@@ -42,6 +42,7 @@ def test_every_error_class_in_the_package_derives_from_nnx_error():
         ("PredictionValidationError", ValueError),
         ("ResumeError", ValueError),
         ("TrainingStateError", ValueError),
+        ("ComponentRestoreError", ValueError),
         ("SplitError", ValueError),
         ("StandardizerError", ValueError),
         ("CalibrationFitError", ValueError),

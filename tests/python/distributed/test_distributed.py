@@ -255,6 +255,21 @@ def test_a_rank_raising_in_a_script_ends_every_rank_with_its_reason(tmp_path):
     assert meta["epochs_completed"] == 1
 
 
+@pytest.mark.parametrize("accumulation", [1, 2])
+def test_an_objective_under_two_ranks_equals_one_process_of_the_union(tmp_path, accumulation):
+    """The engine owns the update: the masked terms' union denominators and the summed
+    gradients give the union batch's update, uneven last batch and accumulation included."""
+    common = ["--n-train", 120, "--accumulation", accumulation, "--objective"]
+    two = run_ranks(tmp_path / "two", 2, "--root", tmp_path / "r2", *common)
+    one = run_ranks(tmp_path / "one", 0, "--root", tmp_path / "r1", "--batch", 32, *common)
+    assert two[0]["digest"] == two[1]["digest"]
+    _same_weights(two[0], one[0], 1e-6)
+    assert two[0]["terms"] == two[1]["terms"]  # every rank records the union's terms
+    for a, b in zip(two[0]["terms"], one[0]["terms"], strict=True):
+        assert a == pytest.approx(b, rel=1e-5)
+    assert two[0]["losses"] == pytest.approx(one[0]["losses"], rel=1e-5)
+
+
 def test_two_ranks_fine_tune_as_one_process_with_a_frozen_layer_and_rules(tmp_path):
     """Fine-tuning (§3.1) under DDP: the frozen layer stays as built on every rank, the
     rules' groups train as in one process, and the frozen set and rules give one id."""
