@@ -86,6 +86,9 @@ def main() -> None:
     ap.add_argument("--accum", type=int, default=1)
     ap.add_argument("--threads", type=int, default=None)
     args = ap.parse_args()
+    from nnx_lab.runs import set_config_report
+
+    set_config_report(False)  # no "Run saved" line per run among the figures
     if args.threads:
         torch.set_num_threads(args.threads)
     loader = make_loader()

@@ -96,6 +96,9 @@ def nnx_loop(case: str, loader, root: str) -> tuple[float, float, float, float]:
         NNParams,
         NNTrainParams,
     )
+    from nnx_lab.runs import set_config_report
+
+    set_config_report(False)  # one "Run saved to ..." line a run would bury the figures
 
     class Clock(Callback):
         def on_run_started(self, event):
@@ -269,6 +272,7 @@ def main() -> None:
     import nnx_lab
 
     nnx_lab.set_fast_batches(not args.no_fast_batches)
+    nnx_lab.runs.set_config_report(False)  # the nets cases' runs print no "Run saved" line
 
     if args.threads:
         torch.set_num_threads(args.threads)
