@@ -234,7 +234,9 @@ def test_eval_step_fn_is_called_once_per_epoch_in_place_of_evaluate(runs_root):
 
 
 def test_a_bad_eval_step_fn_is_refused_before_the_run_exists(runs_root):
-    for bad in (42, lambda net: None):
+    # a one-argument function is the context form, eval_step_fn(ctx) (issue 24); two
+    # positional arguments fit neither form
+    for bad in (42, lambda net, loader: None):
         with pytest.raises(ConfigError, match="eval_step_fn"):
             f.model().train(f.train_params(runs_root), eval_step_fn=bad)
     assert f.runs_in(runs_root) == []
