@@ -8,9 +8,12 @@ would and check that it ended cleanly, so the execution terminates.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
+import struct
+import zlib
 from pathlib import Path
 
 import nbclient
@@ -160,6 +163,7 @@ def test_notebook_runs_headless(path: Path, tmp_path: Path, monkeypatch: pytest.
     if path.name == "calibration_and_abstention.ipynb":
         _check_calibration_notebook(text, workdir)
     if path.name == "custom_training.ipynb":
+        _check_vae_section(text, workdir)
         _check_finetuning_section(text)
     if path.name == "share_a_run.ipynb":
         _check_share_notebook(text, workdir)
@@ -169,6 +173,43 @@ def test_notebook_runs_headless(path: Path, tmp_path: Path, monkeypatch: pytest.
         run_dir = workdir / "runs" / match.group(1)
         assert (run_dir / "checkpoints" / "last.json").is_file()
         assert yaml.safe_load((run_dir / "metadata.yaml").read_text())["status"] == "stopped"
+
+
+def _check_vae_section(text: str, workdir: Path) -> None:
+    """Two terms logged per step and per epoch, the loss down, a figure per epoch."""
+    from nnx_lab.runs import list_figures, read_figure
+
+    found = re.search(r"^VAE run (\w+)$", text, re.M)
+    assert found, text
+    run_dir = workdir / "runs" / found.group(1)
+    lines = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    steps = [ln for ln in lines if ln["event"] == "step"]
+    epochs = [ln for ln in lines if ln["event"] == "epoch_ended"]
+    assert len(epochs) == 8, text
+    for step in steps:  # each step's loss is its two terms (weights of 1)
+        assert set(step["terms"]) == {"recon", "kl"}, step
+        assert step["loss"] == pytest.approx(step["terms"]["recon"] + step["terms"]["kl"])
+    for epoch in epochs:
+        assert set(epoch["train"]["terms"]) == {"recon", "kl"}, epoch
+        assert epoch["train"]["terms"]["kl"] > 0, epoch
+    assert epochs[-1]["train"]["loss"] < 0.85 * epochs[0]["train"]["loss"], epochs
+    assert epochs[-1]["val"]["loss"] < epochs[0]["val"]["loss"], epochs
+    shown = re.findall(r"^epoch (\d+): train loss ([\d.]+) = recon ([\d.]+) \+ kl", text, re.M)
+    assert [int(e) for e, _, _ in shown] == [1, 8], text
+    assert "monitor step series: ['term.kl', 'term.recon']" in text, text
+    assert "figures: ['latent', 'reconstructions']" in text, text
+    figures = list_figures(run_dir)
+    for name, kind in (("reconstructions", "png"), ("latent", "scatter")):
+        mine = [f for f in figures if f.name == name]
+        assert [f.epoch for f in mine] == list(range(1, 9)), figures
+        assert {f.kind for f in mine} == {kind}, figures
+    # a whole greyscale image: 20 digits of 8x8 pixels at 4x (its IHDR, then its rows)
+    png = read_figure(next(f for f in figures if f.name == "reconstructions"))
+    width, height, depth, colour = struct.unpack(">IIBB", png[16:26])
+    assert (width, height, depth, colour) == (320, 64, 8, 0), png[:32]
+    (size,) = struct.unpack(">I", png[33:37])
+    assert png[37:41] == b"IDAT", png[:48]
+    assert len(zlib.decompress(png[41 : 41 + size])) == height * (1 + width)
 
 
 def _check_finetuning_section(text: str) -> None:
