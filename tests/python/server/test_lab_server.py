@@ -585,6 +585,7 @@ def test_the_server_side_never_imports_torch(tmp_path):
         s.log_page(key, {a.id!r}, 0)
         report = s.compare([(key, {a.id!r}), (key, {b.id!r})])
         assert any(r["what"] == "train.seed" for r in report["rows"])
+        assert s.report(key, {a.id!r})["html"].startswith("<!doctype html>")
         print(sorted(m for m in sys.modules if m == "torch" or m.startswith("torch.")))
         """
     )
