@@ -135,7 +135,8 @@ def test_a_bad_id_and_a_run_folder_leading_out_are_refused(api, jp_root_dir, tmp
     ],
 )
 def test_a_log_past_the_bound_is_refused_with_the_setting_to_raise(api, jp_root_dir):
-    path = _fake_run(jp_root_dir / "runs", ID_A, {"status": "finished"}, [_step(i) for i in range(1, 9)])
+    steps = [_step(i) for i in range(1, 9)]
+    path = _fake_run(jp_root_dir / "runs", ID_A, {"status": "finished"}, steps)
     (path / "run.yaml").write_text("train: {n_epochs: 1}\n")
     code, reply = api(f"runs/{_key(api)}/{ID_A}/report")
     assert code == 413
