@@ -2,9 +2,9 @@
 runs made by the test, a click opens a run's panel with its charts drawn, a running
 run's panel follows it live and its Stop button stops it, compare overlays two runs in
 two colours with the values that differ, Report downloads a run's HTML report, and a
-notebook opens a run's panel (``nnx_lab.open_in_panel`` and the monitor's header link). First of all: the
-labextension JupyterLab loads is the one built from js/lab and installed with the
-package, and the panel is there with no notebook open."""
+notebook opens a run's panel (``nnx_lab.open_in_panel`` and the monitor's header link).
+First of all: the labextension JupyterLab loads is the one built from js/lab and
+installed with the package, and the panel is there with no notebook open."""
 
 from __future__ import annotations
 
