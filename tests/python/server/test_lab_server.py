@@ -323,6 +323,7 @@ def _endpoints(key, run_id):
         ("GET", f"runs/{key}/{run_id}/log", None),
         ("POST", f"runs/{key}/{run_id}/stop", None),
         ("PUT", f"runs/{key}/{run_id}/name", None),
+        ("GET", f"runs/{key}/{run_id}/report", None),
         ("GET", "compare", [("run", f"{key}/{run_id}"), ("run", f"{key}/{run_id}")]),
     ]
 
