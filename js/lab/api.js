@@ -44,6 +44,11 @@ export class RunsApi {
     return this.request(`runs/${enc(folder)}/${enc(runId)}/name`, { method: "PUT", body: JSON.stringify({ name }) });
   }
 
+  /** The run's one-file HTML report: {filename, html} (the server writes nothing). */
+  report(folder, runId) {
+    return this.request(`runs/${enc(folder)}/${enc(runId)}/report`);
+  }
+
   /** @param {{folder: string, runId: string}[]} runs */
   compare(runs) {
     return this.request(`compare?${runs.map((r) => `run=${enc(`${r.folder}/${r.runId}`)}`).join("&")}`);

@@ -2,7 +2,8 @@
 // (a live run's panel then fetches only the new lines), its status checked now and
 // then ("interrupted" when its writer died), and the TrainingMonitor's model interface
 // on top, so the monitor's own view draws it (RunModel).
-import { PROTOCOL_VERSION, SNAPSHOT, STOP, UPDATE } from "../shared/protocol.js";
+import { download } from "../shared/dom.js";
+import { PROTOCOL_VERSION, REPORT, REPORT_DONE, SNAPSHOT, STOP, UPDATE } from "../shared/protocol.js";
 import { RunState } from "./run_state.js";
 
 const TERMINAL = new Set(["finished", "stopped", "failed", "interrupted"]);
@@ -201,12 +202,14 @@ export class RunFollower {
 export class RunModel {
   /**
    * @param {RunFollower} follower
-   * @param {{throttleMs?: number, clock?: typeof realClock}} [opts]
+   * @param {{throttleMs?: number, clock?: typeof realClock, save?: (name: string, blob: Blob) => void}} [opts]
+   *   `save`: how the Report button's page is saved (a download)
    */
   constructor(follower, opts = {}) {
     this.follower = follower;
     this.clock = opts.clock || realClock;
     this.throttleMs = opts.throttleMs ?? 100;
+    this.save = opts.save || download;
     /** @type {Record<string, any>} */
     this.values = {
       ...follower.state.traits,
@@ -258,6 +261,8 @@ export class RunModel {
       Promise.resolve().then(() => this._snapshot(view, req));
     } else if (content.kind === STOP) {
       this.stop();
+    } else if (content.kind === REPORT) {
+      this.report(content.view);
     }
     // snapshot_png: the panel keeps no notebook output to put a picture in
   }
@@ -336,6 +341,22 @@ export class RunModel {
     }
     this.follower.poke();
     this.flush();
+  }
+
+  // ------------------------------------------------------------- report
+
+  /** The Report button: the server sends the run's HTML report, the browser saves it;
+   * the view that asked is answered as the kernel answers it. */
+  async report(view) {
+    let reply;
+    try {
+      const r = await this.follower.api.report(this.follower.folder, this.follower.runId);
+      this.save(r.filename, new Blob([r.html], { type: "text/html" }));
+      reply = { kind: REPORT_DONE, to: view, path: r.filename, download: true };
+    } catch (err) {
+      reply = { kind: REPORT_DONE, to: view, error: String(err && err.message ? err.message : err) };
+    }
+    this._emit("msg:custom", reply, []);
   }
 
   dispose() {

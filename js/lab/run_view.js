@@ -1,6 +1,6 @@
 // A run's main-area panel: its name (renamed here), where the run lives and what of
 // its files could not be read, above the TrainingMonitor's own view (header, loss per step, per-epoch
-// metrics, learning rate, epoch table, Stop), drawn from the run's log through the
+// metrics, learning rate, epoch table, Stop, Report), drawn from the run's log through the
 // server and following it while it runs. No kernel is involved.
 import { MonitorView } from "../monitor/view.js";
 import { h } from "../shared/dom.js";
@@ -13,9 +13,10 @@ export class RunView {
    * @param {HTMLElement} host
    * @param {{api: import("./api.js").RunsApi, folder: string, runId: string,
    *   folderLabel?: string, pollMs?: number, pageBytes?: number,
-   *   onName?: (name: string) => void}} opts  `onName`: the run's name, as it is known
+   *   onName?: (name: string) => void, save?: (name: string, blob: Blob) => void}} opts
+   *   `onName`: the run's name, as it is known; `save`: how the Report page is saved
    */
-  constructor(host, { api, folder, runId, folderLabel = "", pollMs, pageBytes, onName = () => {} }) {
+  constructor(host, { api, folder, runId, folderLabel = "", pollMs, pageBytes, onName = () => {}, save }) {
     this.host = host;
     this.api = api;
     this.folder = folder;
@@ -50,7 +51,7 @@ export class RunView {
     this.node.append(this.where, this.problems, this.monitorHost);
     host.append(this.node);
     this.follower = new RunFollower(api, folder, runId, { pollMs, pageBytes });
-    this.model = new RunModel(this.follower);
+    this.model = new RunModel(this.follower, { save });
     const flush = this.model.flush.bind(this.model);
     this.model.flush = () => {
       flush();

@@ -1,9 +1,10 @@
 // The monitor's toolbar: log scale, the window of steps shown, the smoothing slider
-// (drawn at once, written to the kernel once it rests), zoom reset and the exports. The
-// loss and lr charts zoom together; a zoom lies over the window of steps, and Reset
-// zoom goes back to that window.
+// (drawn at once, written to the kernel once it rests), zoom reset, the exports and
+// the Report button (report.js). The loss and lr charts zoom together; a zoom lies over
+// the window of steps, and Reset zoom goes back to that window.
 import { h } from "../shared/dom.js";
 import { exportCsv, exportPng } from "./export.js";
+import { buildReport } from "./report.js";
 
 /** @typedef {import("./view.js").MonitorView} MonitorView @typedef {import("../shared/chart.js").Chart} Chart */
 
@@ -42,6 +43,7 @@ export function buildToolbar(v) {
     tool("PNG", "export-png", "Save the charts as a PNG picture", () => exportPng(v)),
     tool("CSV steps", "export-csv-steps", "Save the step series as CSV", () => exportCsv(v, "steps")),
     tool("CSV epochs", "export-csv-epochs", "Save the epoch series as CSV", () => exportCsv(v, "epochs")),
+    ...buildReport(v),
   ]);
 }
 

@@ -14,6 +14,7 @@ import { buildHeader, renderHeader } from "./header.js";
 import { buildFigures, onFigureMessage, renderFigures } from "./figures.js";
 import { RaceTable, isLaneSeries, laneColor, laneSeries, lanesKey } from "./race.js";
 import { setYTitle, taskView } from "./task.js";
+import { onReportMessage, renderReport } from "./report.js";
 import { buildToolbar, onSmoothingTrait, setLog } from "./toolbar.js";
 
 /** @typedef {import("../shared/view.js").Model} Model */
@@ -50,6 +51,7 @@ export class MonitorView extends SeriesView {
     this._on("change:runs", () => this._onRuns());
     this._on("change:figures", () => renderFigures(this));
     this._on("msg:custom", (msg, buffers) => onFigureMessage(this, msg, buffers));
+    this._on("msg:custom", (msg) => onReportMessage(this, msg));
     this._onRuns();
     this._header();
     onSmoothingTrait(this);
@@ -139,6 +141,7 @@ export class MonitorView extends SeriesView {
 
   _header() {
     renderHeader(this);
+    renderReport(this);
     maybeSnapshot(this);
   }
 

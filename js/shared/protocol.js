@@ -9,10 +9,12 @@
 //   {kind: "fit"}                         an explorer's Fit button (calibration: fit the temperature)
 //   {kind: "save"}                        an explorer's Save button (writes to its `path` trait)
 //   {kind: "figure", view, name, epoch}   the monitor's figure panel: send me this figure
+//   {kind: "report", view}                the monitor's Report button: write the run's HTML report
 // Kernel -> views ("msg:custom", with binary buffers):
 //   {kind: "update", version, seq, ops}                        to every view, throttled
 //   {kind: "snapshot", version, seq, to, req, part, parts, ops}  everything, for one view, chunked
 //   {kind: "figure_data", to, name, epoch, figure_kind}  + one buffer (or error): the figure asked for
+//   {kind: "report_done", to, path}                     (or error): where the report was written
 // Op: {series, at, count, fields, dtypes, width, total, buffer}: keep the first `at`
 // rows of the series, append `count` rows from buffers[buffer ...] (one per field).
 
@@ -23,6 +25,8 @@ export const STOP = "stop";
 export const SNAPSHOT_PNG = "snapshot_png";
 export const FIT = "fit";
 export const SAVE = "save";
+export const REPORT = "report";
+export const REPORT_DONE = "report_done";
 export const UPDATE = "update";
 export const SNAPSHOT = "snapshot";
 

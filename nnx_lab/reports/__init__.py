@@ -4,6 +4,6 @@ import nnx_lab
 nnx_lab.report(run.id, "run.html")     # open it from the file: no server, no network
 """
 
-from ._report import MAX_POINTS, report
+from ._report import MAX_POINTS, report, report_html
 
-__all__ = ["MAX_POINTS", "report"]
+__all__ = ["MAX_POINTS", "report", "report_html"]

@@ -38,7 +38,7 @@ from ..runs import (
     run_record,
 )
 
-__all__ = ["report"]
+__all__ = ["report", "report_html"]
 
 # the chart code, inlined into every page (chart.js says why not uPlot)
 CHART_JS = (files(__package__) / "chart.js").read_text(encoding="utf-8")
@@ -228,6 +228,19 @@ def report(
     target = Path(path)
     if not target.parent.is_dir():
         raise ConfigError("path", str(target), f"its folder {target.parent} does not exist")
+    page = report_html(run_id, runs_root=runs_root, bundle=bundle)
+    atomic_write_bytes(target, page.encode())
+    return target
+
+
+def report_html(
+    run_id: str,
+    *,
+    runs_root: str | os.PathLike[str] | None = None,
+    bundle: str | os.PathLike[str] | None = None,
+) -> str:
+    """The page ``report`` writes, as text (the runs panel sends it as a download and
+    writes nothing). Refused with a ``ConfigError`` as ``report`` is."""
     if bundle is not None and not os.path.lexists(bundle):
         raise ConfigError("bundle", str(bundle), "no such bundle; pass what export_bundle wrote")
     root = resolve_runs_root(runs_root)
@@ -265,7 +278,7 @@ def report(
     ]
     environment = [(k, meta[k]) for k in _ENVIRONMENT if k in meta]
     precision = list((meta.get("precision") or {}).items())
-    page = f"""<!doctype html>
+    return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
 <meta http-equiv="Content-Security-Policy" content="{_CSP}">
 <title>nnx-lab run {html.escape(run_id)}</title><style>{_CSS}</style></head>
@@ -283,8 +296,6 @@ def report(
 <script>{CHART_JS}</script>
 </body></html>
 """
-    atomic_write_bytes(target, page.encode())
-    return target
 
 
 def _json_for_script(value: Any) -> str:

@@ -2,7 +2,9 @@
 
 Installed with the package (``etc/jupyter/jupyter_server_config.d/nnx_lab.json`` enables
 it) next to the prebuilt labextension. It reads the runs under the server's roots
-through ``nnx_lab.runs`` and writes nothing but a stop request; it never imports torch.
+through ``nnx_lab.runs`` and writes nothing but a stop request and a run's name (a run's
+report, from ``nnx_lab.reports``, is sent to the browser, not written); it never imports
+torch.
 Settings: ``NNxLab`` (``c.NNxLab.runs_roots = [...]`` and the bounds in ``_config``).
 See docs/lab_extension.md.
 """

@@ -81,6 +81,11 @@ class NNxLab(Configurable):
         help="At most this many bytes of records are read for one listing; runs past it "
         "are listed without their details.",
     ).tag(config=True)
+    report_log_bytes = Int(
+        256 << 20,
+        help="A run whose metrics.jsonl is larger than this gets no report from the panel "
+        "(the report reads the whole log); write it with nnx_lab.report in a kernel.",
+    ).tag(config=True)
     rescan_s = Float(
         10.0,
         help="Seconds a search for runs folders is reused before the folders are searched again.",
@@ -97,6 +102,7 @@ class NNxLab(Configurable):
         "page_bytes",
         "max_record_bytes",
         "listing_budget_bytes",
+        "report_log_bytes",
     )
     def _positive(self, proposal):
         value = proposal["value"]

@@ -2,7 +2,8 @@
 
 Every handler requires Jupyter's authentication (``@web.authenticated``: 403 without a
 token or a login) and authorization (``@authorized`` on the resource ``nnx_lab_runs``:
-"read" for GET, "write" for the stop request and the rename). The file work runs in a
+"read" for GET, the report included, which writes nothing; "write" for the stop request
+and the rename). The file work runs in a
 small thread pool, so a slow disk never holds up the server's event loop. A bad run file is answered
 with a 4xx and its reason, never a 500: the service says what it refused
 (``ApiError``), and a damaged file it did not expect (a ``FileError``) is a 409.
@@ -147,6 +148,14 @@ class RunNameHandler(_RunsHandler):
         await self._answer(self.service.rename, key, run_id, body["name"])
 
 
+class RunReportHandler(_RunsHandler):
+    # a GET with the "read" right: the page is sent, nothing is written on the server
+    @web.authenticated
+    @authorized
+    async def get(self, key: str, run_id: str) -> None:
+        await self._answer(self.service.report, key, run_id)
+
+
 class CompareHandler(_RunsHandler):
     @web.authenticated
     @authorized
@@ -174,6 +183,7 @@ def setup_handlers(web_app: Any, service: RunsService) -> None:
             (route(f"runs/{_KEY}/{_ID}/log"), RunLogHandler),
             (route(f"runs/{_KEY}/{_ID}/stop"), RunStopHandler),
             (route(f"runs/{_KEY}/{_ID}/name"), RunNameHandler),
+            (route(f"runs/{_KEY}/{_ID}/report"), RunReportHandler),
             (route("compare"), CompareHandler),
         ],
     )

@@ -42,6 +42,7 @@ from ._files import (
     read_yaml_record,
     shown_size,
 )
+from ._report import RunReport
 from ._writes import ApiError, RunWrites, error_text
 
 __all__ = ["ApiError", "RunsService"]
@@ -59,7 +60,7 @@ class _Cached:
     error: str | None
 
 
-class RunsService(RunWrites):
+class RunsService(RunWrites, RunReport):
     """The server's view of the runs under its roots (see the module docstring)."""
 
     def __init__(

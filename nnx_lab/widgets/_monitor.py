@@ -33,6 +33,7 @@ from ._monitor_figures import MonitorFigures
 from ._monitor_jobs import MonitorJobs
 from ._monitor_progress import RunProgress
 from ._monitor_replay import MonitorReplay
+from ._monitor_report import MonitorReport
 from ._monitor_series import (
     STEP_PREFIXES,
     add_epoch,
@@ -79,7 +80,9 @@ def _positive_int(value: Any, name: str, least: int) -> int:
     return value
 
 
-class TrainingMonitor(MonitorJobs, MonitorReplay, MonitorText, MonitorFigures, NNxWidget):
+class TrainingMonitor(
+    MonitorJobs, MonitorReplay, MonitorText, MonitorFigures, MonitorReport, NNxWidget
+):
     """Live charts and counters of a training run, in JupyterLab or a notebook.
 
     Three ways in:

@@ -28,6 +28,8 @@ Front end -> kernel
     An explorer's Save button: write to the path in the widget's ``path`` trait.
 ``{"kind": "figure", "view": <id>, "name": <name>, "epoch": <n>}``
     The monitor's figure panel asks for the figure it shows (``_monitor_figures``).
+``{"kind": "report", "view": <id>}``
+    The monitor's Report button: write the run's HTML report (``_monitor_report``).
 
 Kernel -> front end
 -------------------
@@ -38,6 +40,8 @@ Kernel -> front end
 ``{"kind": "figure_data", "to": <view>, "name", "epoch", "figure_kind"}`` + one buffer
     The figure a view asked for (a PNG's bytes, or UTF-8 JSON), or ``"error"`` and no
     buffer when it is not there.
+``{"kind": "report_done", "to": <view>, "path"}`` (or ``"error"``)
+    Where the report the view asked for was written, or why it was not.
 ``{"kind": "snapshot", "version": 2, "seq": <n>, "to": <view>, "req": <n>,
 "part": <i>, "parts": <k>, "ops": [Op, ...]}``
     Everything, for one view, in ``parts`` messages of at most

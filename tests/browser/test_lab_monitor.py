@@ -3,6 +3,7 @@
 * quickstart.ipynb runs to the end under the monitor: status "finished", every step
   drawn (the chart's canvas holds the lines' pixels); hover reads out a step; the log
   toggle changes the axis; the screenshot goes to docs/img/monitor.png on request.
+* Report writes the run's HTML report beside the notebook and says where.
 * After a page reload the monitor redraws the same history from the kernel.
 * monitor_stop.ipynb starts a long run in a background thread; the page is reloaded
   several times while it trains: each time the whole history comes back and Stop
@@ -158,6 +159,20 @@ def test_the_log_toggle_changes_the_loss_axis(quickstart: Finished):
     assert chart.locator("canvas").screenshot() != before
     monitor.get_by_test_id("log-toggle").uncheck()
     expect(chart).to_have_attribute("data-log", "")
+
+
+def test_report_writes_the_runs_html_beside_the_notebook(quickstart: Finished, lab_root: Path):
+    monitor = monitor_of(quickstart.lab)
+    target = lab_root / f"report_{quickstart.run_id}.html"
+    target.unlink(missing_ok=True)
+    monitor.get_by_test_id("report").click()
+    note = monitor.get_by_test_id("report-note")
+    expect(note).to_have_text(f"Report written to {target}", timeout=RUN_TIMEOUT)
+    page = target.read_text(encoding="utf-8")
+    assert f"nnx-lab run {quickstart.run_id}" in page
+    assert "nnx-report-data" in page
+    expect(monitor.get_by_test_id("report")).to_be_enabled()
+    target.unlink()
 
 
 def test_monitor_redraws_after_reload(quickstart: Finished):

@@ -1,10 +1,10 @@
 """The JupyterLab extension in a real JupyterLab: the "nnx-lab runs" side panel lists
 runs made by the test, a click opens a run's panel with its charts drawn, a running
 run's panel follows it live and its Stop button stops it, compare overlays two runs in
-two colours with the values that differ, and a notebook opens a run's panel
-(``nnx_lab.open_in_panel`` and the monitor's header link). First of all: the
-labextension JupyterLab loads is the one built from js/lab and installed with the
-package, and the panel is there with no notebook open."""
+two colours with the values that differ, Report downloads a run's HTML report, and a
+notebook opens a run's panel (``nnx_lab.open_in_panel`` and the monitor's header link).
+First of all: the labextension JupyterLab loads is the one built from js/lab and
+installed with the package, and the panel is there with no notebook open."""
 
 from __future__ import annotations
 
@@ -423,6 +423,29 @@ def test_a_runs_name_comes_first_and_is_renamed_in_its_panel(server, page, lab_d
     lab.page.evaluate("() => window.jupyterapp.restored.then(() => true)")
     open_side_panel(lab)
     expect(row(lab, named).get_by_test_id("run-name")).to_have_text("lower lr, seed 5")
+
+
+def test_report_downloads_the_runs_html_and_writes_nothing_in_the_runs_root(
+    server, page, two_runs, lab_dir, tmp_path
+):
+    a, _ = two_runs
+    before = sorted(p.name for p in (lab_dir / "runs" / a).rglob("*"))
+    lab = page()
+    open_side_panel(lab)
+    row(lab, a).click()
+    view = run_panel(lab, a)
+    expect(view.get_by_test_id("status")).to_have_text("finished")
+    with lab.page.expect_download() as info:
+        view.get_by_test_id("report").click()
+    download = info.value
+    assert download.suggested_filename == f"report_{a}.html"
+    saved = tmp_path / download.suggested_filename
+    download.save_as(saved)
+    text = saved.read_text(encoding="utf-8")
+    assert text.startswith("<!doctype html>")
+    assert f"nnx-lab run {a}" in text
+    expect(view.get_by_test_id("report-note")).to_have_text(f"Report downloaded as report_{a}.html")
+    assert sorted(p.name for p in (lab_dir / "runs" / a).rglob("*")) == before
 
 
 def test_compare_draws_on_the_x_axis_chosen_and_its_table_scrolls(server, page, two_runs, lab_dir):

@@ -323,6 +323,7 @@ def _endpoints(key, run_id):
         ("GET", f"runs/{key}/{run_id}/log", None),
         ("POST", f"runs/{key}/{run_id}/stop", None),
         ("PUT", f"runs/{key}/{run_id}/name", None),
+        ("GET", f"runs/{key}/{run_id}/report", None),
         ("GET", "compare", [("run", f"{key}/{run_id}"), ("run", f"{key}/{run_id}")]),
     ]
 
@@ -585,6 +586,7 @@ def test_the_server_side_never_imports_torch(tmp_path):
         s.log_page(key, {a.id!r}, 0)
         report = s.compare([(key, {a.id!r}), (key, {b.id!r})])
         assert any(r["what"] == "train.seed" for r in report["rows"])
+        assert s.report(key, {a.id!r})["html"].startswith("<!doctype html>")
         print(sorted(m for m in sys.modules if m == "torch" or m.startswith("torch.")))
         """
     )

@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from nnx_lab.widgets import BundleMissingError, TrainingMonitor, _bundle, _protocol
+from nnx_lab.widgets import BundleMissingError, TrainingMonitor, _bundle, _monitor_report, _protocol
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
 JS = REPO / "js"
@@ -94,6 +94,8 @@ def test_js_and_python_protocols_agree():
     assert int(_js_const("PROTOCOL_VERSION")) == _protocol.PROTOCOL_VERSION
     for name in ("HELLO", "STOP", "SNAPSHOT_PNG", "UPDATE", "SNAPSHOT"):
         assert _js_const(name).strip('"') == getattr(_protocol, name), name
+    for name in ("REPORT", "REPORT_DONE"):  # the monitor's Report button
+        assert _js_const(name).strip('"') == getattr(_monitor_report, name), name
     assert int(_js_const("MAX_MESSAGE_BYTES")) == _protocol.MAX_MESSAGE_BYTES
     statuses = re.findall(r'"(\w+)"', _js_const("STATUSES"))
     assert tuple(statuses) == _protocol.STATUSES
