@@ -172,3 +172,51 @@ def test_bad_trainer_params_are_refused_before_any_run(runs_root):
             trainer_params(runs_root), trainer_step_fn=gan_step, objective=object()
         )
     assert _empty(runs_root)
+
+
+def test_the_event_stream_carries_each_optimizers_rate(runs_root):
+    class Sink:
+        def __init__(self):
+            self.records = []
+
+        def on_step_metrics(self, event):
+            self.records.extend(event.records)
+
+    sink = Sink()
+    Trainer(gan_model()).train(
+        trainer_params(runs_root, n_epochs=1), trainer_step_fn=gan_step, callbacks=[sink]
+    )
+    assert [r.step for r in sink.records] == [2, 4, 6, 8]
+    assert all(r.lrs == {"G": 1e-3, "D": 2e-3} for r in sink.records)
+
+
+def test_a_weights_only_resume_starts_fresh_optimizers_with_new_settings(tmp_path):
+    first = Trainer(gan_model()).train(
+        trainer_params(tmp_path, n_epochs=1), trainer_step_fn=gan_step
+    )
+    trainer = Trainer(gan_model())
+    params = trainer_params(
+        tmp_path,
+        n_epochs=1,
+        optims=optims(d_lr=5e-3),
+        resume_from_run_id=first.id,
+        resume_mode="weights_only",
+    )
+    run = trainer.train(params, trainer_step_fn=gan_step)
+    new = [s for s in steps(run) if s["step"] > 8]  # the log carries the source's steps first
+    assert [s["step"] for s in new] == [10, 12, 14, 16]
+    assert all(s["lrs"] == {"G": 1e-3, "D": 5e-3} for s in new)
+    assert trainer.last_step.updates == {"G": 4, "D": 4}  # counted afresh
+
+
+def test_reporting_an_unknown_optimizer_names_the_ones_there_are(runs_root):
+    def wrong(ctx):
+        ctx.report_update("Gen")
+        return EDP(loss=0.0, samples=1)
+
+    with pytest.raises(ValueError, match=r"report_update\('Gen'\): no such optimizer; .*'G', 'D'"):
+        Trainer(gan_model()).train(trainer_params(runs_root), trainer_step_fn=wrong)
+    with pytest.raises(ConfigError, match="pass an NNModel"):
+        Trainer(object())
+    with pytest.raises(ConfigError, match="pass an NNTrainerParams"):
+        Trainer(gan_model()).train(object(), trainer_step_fn=gan_step)
