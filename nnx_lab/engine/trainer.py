@@ -27,8 +27,10 @@ from .components import ComponentSpec
 from .custom_step import TrainStepContext
 from .edp import EDP
 from .fingerprint import callable_identity
+from .objective import Objective
 from .optim import build_optimizer, build_scheduler
 from .param_groups import DEFAULT_RULE, parameter_rules
+from .trainer_objective import ObjectiveTrainerStep
 from .trainer_params import NNTrainerParams
 
 __all__ = ["Trainer", "TrainerStepContext", "owned_groups"]
@@ -52,6 +54,9 @@ class TrainerStepContext:
     state: dict[str, Any]  # the step's own scratch space, kept for the run
     device: torch.device | None
     loss_fn: Any = None
+    precision: Any = None  # the run's ResolvedPrecision (fp32: see full_precision_only)
+    updates: dict[str, int] | None = None  # each optimizer's updates so far (a copy)
+    grad_clip_norms: dict[str, float | None] | None = None
 
 
 def owned_groups(net: torch.nn.Module, params: NNTrainerParams) -> dict[str, list[dict[str, Any]]]:
@@ -151,15 +156,24 @@ class _NamedStep:
                 state=self.state,
                 device=ctx.device,
                 loss_fn=ctx.loss_fn,
+                precision=ctx.precision,
+                updates=dict(self.updates),
+                grad_clip_norms=dict(self.clip),
             )
         )
 
     # -- what the engine asks of it --------------------------------------------------------
     def run_identity(self) -> dict[str, Any]:
-        return {"step": callable_identity(self.fn), **self.params.identity()}
+        target = getattr(self.fn, "identity_target", None)  # an objective's own code
+        step = callable_identity(self.fn if target is None else target())
+        return {"step": step, **self.params.identity()}
 
     def current_lrs(self) -> dict[str, float]:
         return {k: float(o.param_groups[0]["lr"]) for k, o in self.optimizers.items()}
+
+    def current_terms(self) -> Any:
+        terms = getattr(self.fn, "current_terms", None)
+        return None if terms is None else terms()
 
     def plateau_step(self, value: float) -> None:
         for scheduler in self.schedulers.values():
@@ -176,7 +190,15 @@ class _NamedStep:
             "schedulers": {k: s.state_dict() for k, s in self.schedulers.items()},
             "updates": dict(self.updates),
             "state": self.state,
+            "step": self._own("state_dict", None),
         }
+
+    def _own(self, method: str, arg: Any) -> Any:
+        """The step's own state (an objective's generator), when it has one."""
+        fn = getattr(self.fn, method, None)
+        if not callable(fn):
+            return None
+        return fn() if method == "state_dict" else fn(arg)
 
     def check_component_state(self, state: dict[str, Any], version: int) -> list[str]:
         saved, now = state.get("settings") or {}, self.params.identity()
@@ -202,6 +224,8 @@ class _NamedStep:
         self.updates = dict(state["updates"])
         self.state.clear()
         self.state.update(state["state"])
+        if state.get("step") is not None:
+            self._own("load_state_dict", state["step"])
 
 
 class Trainer:
@@ -219,7 +243,8 @@ class Trainer:
         self,
         params: NNTrainerParams,
         *,
-        trainer_step_fn: Callable[[TrainerStepContext], EDP],
+        trainer_step_fn: Callable[[TrainerStepContext], EDP] | None = None,
+        objective: Any = None,
         callbacks: Sequence[Any] = (),
         components: Sequence[Any] = (),
         **train_kw: Any,
@@ -229,19 +254,37 @@ class Trainer:
         before the run directory exists. Returns the ``NNRun``."""
         if not isinstance(params, NNTrainerParams):
             raise ConfigError("params", type(params).__name__, "pass an NNTrainerParams(...)")
-        if not callable(trainer_step_fn):
+        if (trainer_step_fn is None) == (objective is None):
+            raise ConfigError(
+                "trainer_step_fn",
+                trainer_step_fn,
+                "pass exactly one of trainer_step_fn= (a function (ctx: TrainerStepContext) "
+                "-> EDP that steps the optimizers) and objective= (an Objective), not both",
+            )
+        if objective is not None:
+            if not isinstance(objective, Objective):
+                raise ConfigError("objective", objective, "pass an nnx_lab.Objective(...)")
+            if objective.nonfinite != "fail":
+                raise ConfigError(
+                    "Objective.nonfinite",
+                    objective.nonfinite,
+                    'the Trainer stops on a non-finite loss: use nonfinite="fail" (a '
+                    "skipped update is NNModel.train's objective path only)",
+                )
+            trainer_step_fn = ObjectiveTrainerStep(objective)
+        elif not callable(trainer_step_fn):
             raise ConfigError(
                 "trainer_step_fn",
                 trainer_step_fn,
                 "pass a function (ctx: TrainerStepContext) -> EDP that steps the optimizers",
             )
-        for refused in ("objective", "train_step_fn", "distributed"):
+        for refused in ("train_step_fn", "distributed"):
             if refused in train_kw:
                 raise ConfigError(
                     refused,
                     train_kw[refused],
-                    "the Trainer's step is trainer_step_fn; it trains on one process "
-                    "(use NNModel.train for an objective or a data-parallel run)",
+                    "the Trainer's step is trainer_step_fn= or objective=; it trains on one "
+                    "process (use NNModel.train for a data-parallel run)",
                 )
         step = _NamedStep(self.model.net, params, trainer_step_fn)
         self.last_step = step

@@ -5,19 +5,26 @@ refusals before any run directory exists."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 import torch.nn.functional as F
-from trainer_factories import GAN, gan_model, gan_step, optims, steps, trainer_params
+from torch import nn
+from trainer_factories import GAN, gan_model, gan_step, mixture, optims, steps, trainer_params
 
 from nnx_lab import (
     EDP,
     Losses,
+    LossTerm,
     NNModel,
     NNModelParams,
     NNOptimParams,
+    NNParamGroupSpec,
     NNSchedulerParams,
     NNTrainerParams,
+    Objective,
+    ObjectiveResult,
     Trainer,
 )
 from nnx_lab.errors import ComponentRestoreError, ConfigError
@@ -167,9 +174,11 @@ def test_bad_trainer_params_are_refused_before_any_run(runs_root):
     )
     with pytest.raises(ConfigError, match="full_precision_only"):
         Trainer(bf16).train(trainer_params(runs_root), trainer_step_fn=gan_step)
-    with pytest.raises(ConfigError, match="trainer_step_fn"):
+    with pytest.raises(ConfigError, match=r"pass an nnx_lab\.Objective"):
+        Trainer(gan_model()).train(trainer_params(runs_root), objective=object())
+    with pytest.raises(ConfigError, match="trainer_step_fn= or objective="):
         Trainer(gan_model()).train(
-            trainer_params(runs_root), trainer_step_fn=gan_step, objective=object()
+            trainer_params(runs_root), trainer_step_fn=gan_step, train_step_fn=gan_step
         )
     assert _empty(runs_root)
 
@@ -220,3 +229,76 @@ def test_reporting_an_unknown_optimizer_names_the_ones_there_are(runs_root):
         Trainer(object())
     with pytest.raises(ConfigError, match="pass an NNTrainerParams"):
         Trainer(gan_model()).train(object(), trainer_step_fn=gan_step)
+
+
+class ActorCritic(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.actor = nn.Linear(2, 1)
+        self.critic = nn.Linear(2, 1)
+
+    def forward(self, x):
+        return self.actor(x)
+
+
+def _two_terms(net, batch, ctx):
+    X, y = batch
+    actor = ((net.actor(X) - y) ** 2).sum()
+    critic = ((net.critic(X) + y) ** 2).sum()
+    return ObjectiveResult(
+        [LossTerm("actor", actor, len(y)), LossTerm("critic", critic, reduction="sum", weight=0.1)]
+    )
+
+
+def _ac_model():
+    torch.manual_seed(0)
+    return NNModel(module=ActorCritic(), params=NNModelParams(loss=Losses.MEAN_SQUARED_ERROR))
+
+
+def _ac_optims():
+    return {
+        "actor": NNOptimParams(max_lr=1e-2, param_groups=[NNParamGroupSpec("actor.*")]),
+        "critic": NNOptimParams(
+            max_lr=1e-3, grad_clip_norm=0.5, param_groups=[NNParamGroupSpec("critic.*")]
+        ),
+    }
+
+
+def test_an_objective_steps_every_optimizer_as_a_hand_written_loop_does(runs_root):
+    data = mixture()
+    model = _ac_model()
+    params = NNTrainerParams(
+        optims=_ac_optims(),
+        train_loader=data,
+        runs_root=str(runs_root),
+        progress=False,
+        log_every=1,
+    )
+    run = Trainer(model).train(params, objective=Objective(_two_terms))
+    hand = _ac_model().net
+    actor = torch.optim.Adam(hand.actor.parameters(), lr=1e-2)
+    critic = torch.optim.Adam(hand.critic.parameters(), lr=1e-3)
+    for X, y in data:
+        result = _two_terms(hand, (X, y), None)
+        a, c = result.terms
+        loss = a.numerator / a.denominator + c.numerator * 0.1
+        actor.zero_grad(set_to_none=True)
+        critic.zero_grad(set_to_none=True)
+        loss.backward()
+        actor.step()
+        torch.nn.utils.clip_grad_norm_(list(hand.critic.parameters()), 0.5)
+        critic.step()
+    for name, weight in hand.state_dict().items():
+        assert torch.equal(weight, model.net.state_dict()[name]), name
+    records = steps(run)
+    assert [s["step"] for s in records] == [2, 4, 6, 8]  # both optimizers per batch
+    assert set(records[0]["terms"]) == {"actor", "critic"}
+    assert records[0]["lrs"] == {"actor": 1e-2, "critic": 1e-3}
+    lines = [json.loads(x) for x in (run.run_dir / "metrics.jsonl").read_text().splitlines()]
+    epoch = next(x for x in lines if x["event"] == "epoch_ended")
+    assert set(epoch["train"]["terms"]) == {"actor", "critic"}
+    assert "_two_terms" in json.dumps(run.config["train_step"]["config"]["step"])
+    with pytest.raises(ConfigError, match='nonfinite="fail"'):
+        Trainer(model).train(params, objective=Objective(_two_terms, nonfinite="skip"))
+    with pytest.raises(ConfigError, match="exactly one of"):
+        Trainer(model).train(params, objective=Objective(_two_terms), trainer_step_fn=gan_step)
