@@ -121,6 +121,9 @@ class _NamedStep:
         self.updates = dict.fromkeys(self.optimizers, 0)
         self.state: dict[str, Any] = {}
 
+    def __repr__(self) -> str:  # how a refusal names this step
+        return f"Trainer(optims {', '.join(self.optimizers)})"
+
     # -- the step -------------------------------------------------------------------------
     def __call__(self, ctx: TrainStepContext) -> EDP:
         def report_update(name: str) -> None:

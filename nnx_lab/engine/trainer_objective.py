@@ -41,6 +41,8 @@ class ObjectiveTrainerStep:
         X, y = ctx.batch
         device = ctx.device if ctx.device is not None else next(ctx.model.parameters()).device
         batch = (X.to(device), y.to(device))
+        # every optimizer steps once per batch here, so the batches updated so far + 1
+        # (the run's step counts each optimizer's update: it advances by len(optimizers))
         step = sum(ctx.updates.values()) // max(len(ctx.optimizers), 1) + 1
         octx = ObjectiveContext(step, ctx.epoch_idx, 0, 1, ctx.precision, device, ctx.loss_fn)
         with ctx.precision.autocast():

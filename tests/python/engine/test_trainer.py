@@ -172,7 +172,7 @@ def test_bad_trainer_params_are_refused_before_any_run(runs_root):
     bf16 = NNModel(
         module=GAN(), params=NNModelParams(loss=Losses.MEAN_SQUARED_ERROR, precision="bf16")
     )
-    with pytest.raises(ConfigError, match="full_precision_only"):
+    with pytest.raises(ConfigError, match=r"Trainer\(optims G, D\) is marked full_precision_only"):
         Trainer(bf16).train(trainer_params(runs_root), trainer_step_fn=gan_step)
     with pytest.raises(ConfigError, match=r"pass an nnx_lab\.Objective"):
         Trainer(gan_model()).train(trainer_params(runs_root), objective=object())
