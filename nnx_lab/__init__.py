@@ -86,6 +86,9 @@ _EXPORTS: dict[str, str] = {
     "LossTerm": "nnx_lab.engine.objective",
     "supervised_objective": "nnx_lab.engine.objective",
     "TrainStepContext": "nnx_lab.engine.custom_step",
+    "Trainer": "nnx_lab.engine.trainer",
+    "TrainerStepContext": "nnx_lab.engine.trainer",
+    "NNTrainerParams": "nnx_lab.engine.trainer_params",
     "default_train_step": "nnx_lab.engine.custom_step",
     "EvalStepContext": "nnx_lab.engine.eval_context",
     "ComponentSpec": "nnx_lab.engine.components",
@@ -103,6 +106,7 @@ _EXPORTS: dict[str, str] = {
     "precision": "nnx_lab.precision",
     "data_splits": "nnx_lab.data_splits",
     "monitors": "nnx_lab.monitors",
+    "trainer": "nnx_lab.trainer",
     "preprocessing": "nnx_lab.preprocessing",
     "TrainingMonitor": "nnx_lab.widgets",
     "PlanBuilder": "nnx_lab.widgets",
@@ -152,6 +156,7 @@ _MODULES = (
     "streaming",
     "seeding",
     "monitors",
+    "trainer",
 )
 
 __all__ = ["__version__", *sorted(_EXPORTS)]

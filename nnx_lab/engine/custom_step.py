@@ -160,4 +160,22 @@ class CustomStep(TrainStep):
         loss = sum(v * n for v, n in losses) / max(rows, 1)
         y_all = window[0][1] if len(window) == 1 else torch.cat([y for _, y in window])
         value = torch.tensor(loss, dtype=torch.float32)
-        return StepOutput(value, None, y_all, rows, updates=updates)
+        lrs = getattr(self.fn, "current_lrs", None)
+        terms = getattr(self.fn, "current_terms", None)  # a Trainer objective's, by name
+        values, sums = (None, None) if terms is None else terms() or (None, None)
+        return StepOutput(
+            value,
+            None,
+            y_all,
+            rows,
+            terms=values,
+            term_sums=sums,
+            updates=updates,
+            lrs=None if lrs is None else lrs(),
+        )
+
+    def plateau_step(self, value: float) -> None:
+        """The epoch's plateau signal, for a step that owns schedulers (the Trainer)."""
+        step = getattr(self.fn, "plateau_step", None)
+        if step is not None:
+            step(value)

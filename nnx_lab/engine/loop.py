@@ -449,6 +449,9 @@ class TrainingLoop:
         chosen = self.selector.decide(val, train, last)
         if self.scheduler is not None and chosen.plateau is not None:
             self.scheduler.step(chosen.plateau)
+        plateau = getattr(self.train_step, "plateau_step", None)
+        if plateau is not None and chosen.plateau is not None:
+            plateau(chosen.plateau)  # a Trainer's named schedulers, on the same signal
         self.last_monitor = chosen.record
         self.last_selection = chosen.best
         self.epoch = epoch

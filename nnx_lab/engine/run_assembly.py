@@ -128,6 +128,9 @@ def run_config(
         }
     if train_step_fn is not None:
         config["train_step"] = callable_identity(train_step_fn)
+        own = getattr(train_step_fn, "run_identity", None)
+        if callable(own):  # a step that carries configuration (the Trainer's optimizers)
+            config["train_step"]["config"] = own()
     if salt is not None:  # NNx's train(salt=): the same configuration, another run id
         if not isinstance(salt, str) or not salt.strip():
             raise ConfigError("salt", salt, "NNRun.salt must be a non-empty string when provided")

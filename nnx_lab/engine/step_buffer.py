@@ -60,6 +60,7 @@ class StepBuffer:
         self.meta: list[tuple[int, int, int, float, int]] = []  # step, epoch, batch, lr, n
         self.aux: list[dict[str, torch.Tensor]] = []  # a network's auxiliary terms (aux_loss)
         self.terms: list[dict[str, torch.Tensor]] = []  # an objective's terms (objective_step)
+        self.lrs: list[dict[str, float]] = []  # each named optimizer's rate (the Trainer)
 
     def __len__(self) -> int:
         return len(self.meta)
@@ -77,10 +78,16 @@ class StepBuffer:
             self.aux.append(out.aux)
         if out.terms is not None:
             self.terms.append(out.terms)
+        if out.lrs is not None:
+            self.lrs.append(out.lrs)
 
     def drain(self) -> tuple[list[StepRecord], np.ndarray | None, list[float]]:
         """``_drain``'s records, each with its step's auxiliary terms (``aux``) and an
-        objective's terms (``terms``)."""
+        objective's terms (``terms``) and the named optimizers' rates (``lrs``)."""
+        if self.lrs and len(self.lrs) == len(self.meta):
+            lrs, self.lrs = self.lrs, []
+            records, conf, weights = self.drain()
+            return [replace(r, lrs=v) for r, v in zip(records, lrs, strict=True)], conf, weights
         if self.terms and len(self.terms) == len(self.meta):
             names = list(self.terms[0])
             rows = torch.stack([torch.stack([t[n] for n in names]) for t in self.terms]).tolist()

@@ -39,6 +39,7 @@ class StepOutput:
     terms: dict[str, torch.Tensor] | None = None
     term_sums: dict[str, tuple[torch.Tensor, Any]] | None = None
     updates: int = 1  # optimizer steps taken (a train_step_fn reports its own)
+    lrs: dict[str, float] | None = None  # each named optimizer's rate (the Trainer's)
 
 
 class TrainStep:

@@ -135,6 +135,11 @@ EXPECTED = {
     "registered_metrics",
     "MonitorUnavailableError",
     "monitors",
+    # issue 24: the multi-optimizer Trainer (§3.2)
+    "Trainer",
+    "TrainerStepContext",
+    "NNTrainerParams",
+    "trainer",
     # issue 24: fine-tuning (§3.1)
     "LoadPretrainedResult",
     "NNParamGroupSpec",
@@ -181,6 +186,7 @@ MODULES = {
     "streaming",
     "seeding",
     "monitors",
+    "trainer",
 }
 
 
@@ -198,8 +204,8 @@ def test_every_exported_name_is_nnx_labs_own_class_function_or_module(name):
 
 
 def test_an_unknown_name_is_an_attribute_error():
-    with pytest.raises(AttributeError, match="no attribute 'Trainer'"):
-        nnx_lab.Trainer  # noqa: B018
+    with pytest.raises(AttributeError, match="no attribute 'Trainr'"):
+        nnx_lab.Trainr  # noqa: B018
 
 
 def _modules_after(code: str) -> set[str]:

@@ -1,0 +1,160 @@
+"""What the Trainer costs against a hand-written two-optimizer loop (run by hand, not a test).
+
+The same GAN, data and update two ways, in one process, rounds alternating their order:
+a plain PyTorch loop with two Adam optimizers (D then G per batch), and
+``Trainer(model).train(NNTrainerParams(optims={"G": ..., "D": ...}), trainer_step_fn=...)``
+doing that very update (the run recorded: log, checkpoints, ``lrs`` per step). G 16 ->
+256 -> 256 -> 2, D 2 -> 256 -> 256 -> 1, on 20,000 points of a 2-D mixture of eight
+Gaussians, batch 128, no validation, no progress bar.
+
+    python benchmarks/trainer_overhead.py [--rounds 3] [--epochs 2]
+
+Prints each kind's fastest and median seconds and the throughput ratio
+hand-written / Trainer (target >= 0.95) from the fastest runs and from the medians.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import statistics
+import tempfile
+import time
+
+os.environ["NNX_TQDM_DISABLE"] = "1"
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+from nnx_lab import (
+    EDP,
+    Losses,
+    NNModel,
+    NNModelParams,
+    NNOptimParams,
+    NNParamGroupSpec,
+    NNTrainerParams,
+    Trainer,
+)
+
+Z = 16
+
+
+class GAN(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.G = nn.Sequential(
+            nn.Linear(Z, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 2)
+        )
+        self.D = nn.Sequential(
+            nn.Linear(2, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 1)
+        )
+
+    def forward(self, x):
+        return self.D(x)
+
+
+def make_loader() -> DataLoader:
+    g = torch.Generator().manual_seed(0)
+    angles = torch.arange(8) * (2 * math.pi / 8)
+    centers = torch.stack([2 * torch.cos(angles), 2 * torch.sin(angles)], 1)
+    X = centers[torch.randint(0, 8, (20_000,), generator=g)]
+    X = X + 0.05 * torch.randn(20_000, 2, generator=g)
+    return DataLoader(TensorDataset(X, torch.zeros(20_000, 1)), batch_size=128, shuffle=True)
+
+
+def gan_update(net, real, opt_d, opt_g, report=None):
+    """One batch: D on real and detached fake, then G through D."""
+    n = real.shape[0]
+    z = torch.randn(n, Z)
+    ones, zeros = torch.ones(n, 1), torch.zeros(n, 1)
+    fake = net.G(z)
+    d_loss = F.binary_cross_entropy_with_logits(net.D(real), ones)
+    d_loss = d_loss + F.binary_cross_entropy_with_logits(net.D(fake.detach()), zeros)
+    opt_d.zero_grad(set_to_none=True)
+    d_loss.backward()
+    opt_d.step()
+    if report:
+        report("D")
+    g_loss = F.binary_cross_entropy_with_logits(net.D(fake), ones)
+    opt_g.zero_grad(set_to_none=True)
+    g_loss.backward()
+    opt_g.step()
+    if report:
+        report("G")
+    return d_loss.detach() + g_loss.detach()
+
+
+def trainer_step(ctx):
+    real, _ = ctx.batch
+    opts = ctx.optimizers
+    loss = gan_update(ctx.model, real, opts["D"], opts["G"], ctx.report_update)
+    return EDP(loss=float(loss), samples=real.shape[0])
+
+
+def hand_written(loader: DataLoader, epochs: int, salt: int) -> float:
+    torch.manual_seed(0)
+    net = GAN()
+    opt_g = torch.optim.Adam(net.G.parameters(), lr=2e-4, betas=(0.5, 0.999))
+    opt_d = torch.optim.Adam(net.D.parameters(), lr=2e-4, betas=(0.5, 0.999))
+    t0 = time.perf_counter()
+    for _ in range(epochs):
+        for real, _ in loader:
+            loss = gan_update(net, real, opt_d, opt_g)
+            float(loss)  # the Trainer's step reads its loss once per batch too
+    return time.perf_counter() - t0
+
+
+def trainer(loader: DataLoader, epochs: int, salt: int) -> float:
+    torch.manual_seed(0)
+    model = NNModel(module=GAN(), params=NNModelParams(loss=Losses.MEAN_SQUARED_ERROR))
+    adam = {"max_lr": 2e-4, "momentum": (0.5, 0.999)}
+    optims = {
+        "G": NNOptimParams(**adam, param_groups=[NNParamGroupSpec("G.*")]),
+        "D": NNOptimParams(**adam, param_groups=[NNParamGroupSpec("D.*")]),
+    }
+    with tempfile.TemporaryDirectory() as root:
+        params = NNTrainerParams(
+            optims=optims, n_epochs=epochs, train_loader=loader, runs_root=root, progress=False
+        )
+        t0 = time.perf_counter()
+        Trainer(model).train(params, trainer_step_fn=trainer_step, salt=str(salt))
+        return time.perf_counter() - t0
+
+
+KINDS = {"hand_written": hand_written, "trainer": trainer}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--epochs", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=None)
+    args = ap.parse_args()
+    from nnx_lab.runs import set_config_report
+
+    set_config_report(False)  # no "Run saved" line per run among the figures
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    loader = make_loader()
+    times: dict[str, list[float]] = {k: [] for k in KINDS}
+    order = list(KINDS)
+    for r in range(args.rounds):
+        for kind in order if r % 2 == 0 else order[::-1]:
+            times[kind].append(KINDS[kind](loader, args.epochs, r))
+    base_best, base_med = min(times["hand_written"]), statistics.median(times["hand_written"])
+    print(f"epochs={args.epochs} rounds={args.rounds}")
+    for kind, ts in times.items():
+        best, med = min(ts), statistics.median(ts)
+        line = f"{kind:>13}: fastest {best:.2f} s, median {med:.2f} s"
+        if kind != "hand_written":
+            line += f"; throughput vs hand-written {base_best / best:.3f} (fastest), "
+            line += f"{base_med / med:.3f} (median); target >= 0.95"
+        print(line)
+
+
+if __name__ == "__main__":
+    main()
