@@ -272,7 +272,9 @@ def main() -> None:
     import nnx_lab
 
     nnx_lab.set_fast_batches(not args.no_fast_batches)
-    nnx_lab.runs.set_config_report(False)  # the nets cases' runs print no "Run saved" line
+    from nnx_lab.runs import set_config_report
+
+    set_config_report(False)  # the nets cases' runs print no "Run saved" line
 
     if args.threads:
         torch.set_num_threads(args.threads)
