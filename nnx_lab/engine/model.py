@@ -9,12 +9,12 @@ was built from) and reads as a table of contents; the work is elsewhere:
 - ``evaluate``: ``evaluate.evaluate``;
 - ``predict``, ``predict_proba``, ``iter_predict``: ``prediction`` (one inference path)
   and ``prediction_stream``;
-- ``from_checkpoint``: the recipe a checkpoint's sidecar carries (``checkpoint``).
+- ``from_checkpoint``: the recipe a checkpoint's sidecar carries (``checkpoint``);
+  ``evaluate``, ``iter_predict`` and ``from_checkpoint`` are done in ``model_reload``.
 """
 
 from __future__ import annotations
 
-import functools
 import hashlib
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -23,7 +23,7 @@ import torch
 
 from ..errors import ConfigError
 from ..runs import check_manifest, emit, resolve_runs_root
-from .adapters import BatchAdapter, adapt_inputs, adapt_source
+from .adapters import BatchAdapter, adapt_inputs
 from .checkpoint import NNCheckpoint
 from .compile_options import check_compile
 from .components import check_components
@@ -31,11 +31,11 @@ from .data import check_inputs, check_loader, first_targets, tensor_digest
 from .drift import print_model_banner
 from .edp import EDP
 from .enums import Devices
-from .evaluate import evaluate
 from .events import TrainingControl
 from .finetune import freeze, frozen, unfreeze
 from .fingerprint import code_record
 from .losses import LossFn
+from .model_reload import evaluate_model, open_stream, rebuild
 from .network_source import (
     adapt_train_params,
     build_network,
@@ -51,13 +51,12 @@ from .params import NNModelParams, NNParams, NNTrainParams
 from .precision import PrecisionPolicy, ResolvedPrecision, resolve_precision
 from .prediction import (
     Prediction,
-    batch_logits,
     predict_logits,
     probabilities,
     probability_spec,
     warn_positions,
 )
-from .prediction_stream import PredictionStream, plain_batch, rich_batch
+from .prediction_stream import PredictionStream
 from .probabilities import PredictionResult, ProbabilitySpec
 from .resume import plan_resume
 from .run_assembly import (
@@ -69,7 +68,6 @@ from .run_assembly import (
     run_config,
 )
 from .run_handle import NNRun, run_id_for, saved_line
-from .scoring import check_declared
 from .tasks import Task, task_for
 from .train_checks import (
     check_metric_params,
@@ -410,22 +408,7 @@ class NNModel:
         A declared task's metrics come in ``EDP.metrics``; ``metrics`` (``MetricSpec``)
         adds registry metrics there too, and ``extra_metrics`` callables are called once
         on the aggregate predictions (``EDP.extra``), as in training (§2.6)."""
-        checked = NNTrainParams(metrics=metrics, extra_metrics=extra_metrics)  # same checks
-        loader = adapt_source(loader, self.batch_adapter)
-        self._learn_outputs(loader, "loader")
-        task = self._task_for_loader(loader, "loader")
-        check_declared(checked.metrics, task, "metrics")
-        check_loader(loader, "loader", self._shape, task)
-        return evaluate(
-            self.net,
-            loader,
-            self._loss,
-            task,
-            device=self.device,
-            precision=self._policy_now(),
-            metrics=checked.metrics,
-            extra_metrics=checked.extra_metrics,
-        )
+        return evaluate_model(self, loader, metrics, extra_metrics)
 
     def _logits(self, X: Any, surface: str) -> torch.Tensor:
         return predict_logits(
@@ -469,29 +452,7 @@ class NNModel:
         ``predict_proba`` would (``spec``, or the model's declared task). Concatenated,
         the batches equal ``predict()`` / ``predict_proba()``.
         """
-        if not isinstance(rich, bool):
-            raise ConfigError("rich", rich, "pass True (PredictionResult) or False")
-        if not rich and spec is not None:
-            raise ConfigError(
-                "spec", spec, "a spec applies to rich=True streams; pass rich=True with it"
-            )
-        check_inputs(loader)  # refused now, not at the first batch
-        loader = self._prediction_inputs(loader)
-        task = self.task()
-        if rich:
-            make = rich_batch(probability_spec(spec, self.params.task, self._output_dim()), task)
-        else:
-            make = plain_batch(task)
-        warn_positions(loader, stacklevel=2)
-        logits_of = functools.partial(
-            batch_logits,
-            self.net,
-            device=self.device,
-            precision=self._policy_now(),
-            input_dim=self._shape,
-            surface="predict_proba" if rich else "predict",
-        )
-        return PredictionStream(logits_of, loader, make)
+        return open_stream(self, loader, rich, spec)
 
     def _prediction_inputs(self, X: Any) -> Any:
         X = adapt_inputs(X, self.batch_adapter)
@@ -520,29 +481,12 @@ class NNModel:
         the ``module`` passed again. Missing, unexpected or reshaped keys are refused
         before any weight is copied.
         """
-        if not isinstance(checkpoint, NNCheckpoint):
-            raise ConfigError(
-                "checkpoint",
-                checkpoint,
-                "pass NNCheckpoint.load(run=..., type=Checkpoints.BEST|LAST)",
-            )
-        mp = checkpoint.model_params
-        changes: dict[str, Any] = {}
-        if device is not None:
-            changes["device"] = device
-        if precision is not None:
-            changes["precision"] = precision
-            changes["mixed_precision"] = False
-        if loss is not None:
-            changes["loss"] = loss
-        if changes:
-            mp = mp.replace(**changes)
-        model = cls(
-            net_params=checkpoint.net_params,
-            params=mp,
+        return rebuild(
+            cls,
+            checkpoint,
+            device,
+            precision,
+            loss=loss,
             module=module,
             batch_adapter=batch_adapter,
         )
-        checkpoint.check_fits(model.net)  # a lying header is refused, naming the tensor
-        model.net.load_state_dict(checkpoint.model_state)
-        return model
