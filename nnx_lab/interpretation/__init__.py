@@ -1,0 +1,1 @@
+"""The mistakes a model makes: confusion, top losses, residuals (issue 28)."""

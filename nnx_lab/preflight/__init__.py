@@ -1,0 +1,1 @@
+"""A pre-flight check before a long fit (issue 28)."""

@@ -1,0 +1,1 @@
+"""Ranking and retrieval evaluation (§3.7): issue 26."""
