@@ -54,6 +54,7 @@ from .prediction import (
     predict_logits,
     probabilities,
     probability_spec,
+    source_sample_ids,
     warn_positions,
 )
 from .prediction_stream import PredictionStream
@@ -440,7 +441,8 @@ class NNModel:
         spec = probability_spec(spec, self.params.task, self._output_dim())
         warn_positions(X, stacklevel=2)
         logits = self._logits(X, "predict_proba")
-        return probabilities(logits, spec, self.task(), self._task_spec, derived)
+        ids = source_sample_ids(X)  # a source that names its rows (a graph loader)
+        return probabilities(logits, spec, self.task(), self._task_spec, derived, ids)
 
     def iter_predict(
         self, loader: Any, rich: bool = False, spec: ProbabilitySpec | None = None
