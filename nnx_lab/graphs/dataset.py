@@ -93,13 +93,17 @@ class NNGraphDataset:
             )
         if not callable(ds_class):
             raise ConfigError(
-                "NNGraphDataset.ds_class", ds_class, "pass a dataset class: ds_class(root, transform)"
+                "NNGraphDataset.ds_class",
+                ds_class,
+                "pass a dataset class: ds_class(root, transform)",
             )
         require_pyg("NNGraphDataset")
         field = "NNGraphDataset.ds_class[0]"
         data = ds_class(root, transform)[0]
         x, edges = check_graph_tensors(
-            getattr(data, "x", None), getattr(data, "edge_index", None), field,
+            getattr(data, "x", None),
+            getattr(data, "edge_index", None),
+            field,
             y=getattr(data, "y", None),
         )
         y = data.y.long()
@@ -121,15 +125,15 @@ class NNGraphDataset:
         loaders: dict[str, GraphLoader | None] = {}
         for slot in _SLOTS:
             mask = masks[slot]
-            seed = (
-                torch.zeros(0, dtype=torch.long) if mask is None else mask.nonzero().view(-1)
-            )
+            seed = torch.zeros(0, dtype=torch.long) if mask is None else mask.nonzero().view(-1)
             self.rows[slot] = seed
             if seed.numel() == 0:  # an absent split, not a split of zero rows
                 loaders[slot] = None
                 continue
             identity = {"graph": digest_tensors(x, edges, y, seed), "sampler": sampler}
-            loaders[slot] = GraphLoader([(GraphBatch(x, edges, seed=seed), y[seed])], seed, identity)
+            loaders[slot] = GraphLoader(
+                [(GraphBatch(x, edges, seed=seed), y[seed])], seed, identity
+            )
         self.train_loader = loaders["train"]
         self.val_loader = loaders["val"]
         self.test_loader = loaders["test"]
