@@ -120,6 +120,10 @@ _EXPORTS: dict[str, str] = {
     "LRFinderResult": "nnx_lab.lr_sweep",
     "request_stop": "nnx_lab.runs",
     "NNTabularDataset": "nnx_lab.data",
+    "NNGraphDataset": "nnx_lab.graphs",  # the graph extra (§2.12)
+    "graphs": "nnx_lab.graphs",
+    "graph_tasks": "nnx_lab.graph_tasks",
+    "link_tasks": "nnx_lab.link_tasks",
     "ExperimentPlan": "nnx_lab.plans",
     "FitResult": "nnx_lab.plans",
     "drift_report": "nnx_lab.plans",
@@ -157,6 +161,9 @@ _MODULES = (
     "seeding",
     "monitors",
     "trainer",
+    "graphs",
+    "graph_tasks",
+    "link_tasks",
 )
 
 __all__ = ["__version__", *sorted(_EXPORTS)]

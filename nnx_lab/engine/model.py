@@ -247,7 +247,7 @@ class NNModel:
         callbacks, components = check_train_args(
             params, callbacks, components, distributed, eval_step_fn
         )
-        check_objective(objective, distributed, params)
+        check_objective(objective, distributed, params, eval_step_fn)
         check_step_fn(train_step_fn, objective, distributed, self.trained_params().compile)
         print_model_banner(self)
         pre = self.preflight(

@@ -87,6 +87,7 @@ class GraphClassifierNN(nn.Module):
         self.dropout = nn.Dropout(config["dropout_prob"])
         self.pool = config["pool"]
         self.head = nn.Linear(dims[-1], config["num_classes"])
+        self.output_dim = config["num_classes"]
 
     def forward(self, batch: Any):
         from torch_geometric.nn import global_add_pool, global_max_pool, global_mean_pool

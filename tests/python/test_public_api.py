@@ -58,6 +58,10 @@ EXPECTED = {
     "NNRun",
     "NNSchedulerParams",
     "NNTabularDataset",
+    "NNGraphDataset",
+    "graphs",
+    "graph_tasks",
+    "link_tasks",
     "NNTrainParams",
     "Nets",
     "Optims",
@@ -187,6 +191,9 @@ MODULES = {
     "seeding",
     "monitors",
     "trainer",
+    "graphs",
+    "graph_tasks",
+    "link_tasks",
 }
 
 
