@@ -149,13 +149,13 @@ class LinkTask:
             raise ConfigError("LinkTask.loader.split_name", split_name, "use train, val or test")
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ConfigError("LinkTask.loader.batch_size", batch_size, "pass an int >= 1")
-        x, _ = check_graph_tensors(x, self.message_edges, "LinkTask.loader")
-        if int(x.shape[0]) != self.split.num_nodes:
+        if isinstance(x, torch.Tensor) and x.ndim == 2 and int(x.shape[0]) != self.split.num_nodes:
             raise DataError(
                 "LinkTask.loader.x",
                 f"has {int(x.shape[0])} rows for a split of {self.split.num_nodes} nodes",
                 "pass one feature row per node",
             )
+        x, _ = check_graph_tensors(x, self.message_edges, "LinkTask.loader")
         pos = self.split.positives[split_name]
         pairs = [pos]
         labels = [torch.ones(pos.shape[0])]

@@ -13,7 +13,6 @@ from nnx_lab import (
     NNOptimParams,
     NNTrainParams,
     Optims,
-    ProbabilitySpec,
     TaskSpec,
 )
 from nnx_lab.errors import ConfigError, DataError
@@ -99,8 +98,9 @@ def test_subset_keeps_the_requested_order_and_the_targets():
     assert part.ids == [1004, 1002, 1000]
     assert part.targets.tolist() == [0, IGNORE, 0]
     assert part.unlabeled == [1002]
-    (batch, y), = list(part.loader(3))
-    assert batch.num_graphs == 3 and y.tolist() == [0, IGNORE, 0]
+    ((batch, y),) = list(part.loader(3))
+    assert batch.num_graphs == 3
+    assert y.tolist() == [0, IGNORE, 0]
     # node offsets: every edge stays inside its own graph
     owner = batch.graph
     assert bool((owner[batch.edge_index[0]] == owner[batch.edge_index[1]]).all())

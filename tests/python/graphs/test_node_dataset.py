@@ -80,7 +80,8 @@ def _model(dataset, net, hidden=(8,)):
 
 def test_the_spec_snippet_runs_with_an_empty_validation_split(runs_root):
     dataset = NNGraphDataset(ds_class=TinySplitGraph, sampler="full")
-    assert dataset.val_loader is None and dataset.batch_sizes == (3, 0, 3)
+    assert dataset.val_loader is None
+    assert dataset.batch_sizes == (3, 0, 3)
     assert dataset.state()["batch_sizes"] == ["3", "0", "3"]
     model = _model(dataset, Nets.GRAPH_CONV)
     run = model.train(
@@ -92,7 +93,8 @@ def test_the_spec_snippet_runs_with_an_empty_validation_split(runs_root):
         ),
         callbacks=[EarlyStopping(monitor="train_edp.loss", patience=2)],
     )
-    assert run.idps and all(idp.val_edp is None for idp in run.idps)
+    assert run.idps
+    assert all(idp.val_edp is None for idp in run.idps)
     edp = model.evaluate(loader=dataset.test_loader)
     assert edp.samples == 3  # the test split's seed rows, not the 6 nodes
     pred = model.predict(X=dataset.test_loader)
