@@ -186,3 +186,21 @@ def test_the_run_id_follows_the_graph_content(runs_root):
         )
         ids.append(run.id)
     assert ids[0] != ids[1]
+
+
+def test_no_validation_hook_runs_for_an_absent_split(runs_root):
+    dataset = NNGraphDataset(ds_class=TinySplitGraph)
+    calls = []
+
+    def spy(ctx):
+        calls.append(ctx.epoch_idx)
+        raise AssertionError("validation ran without a validation split")
+
+    run = _model(dataset, Nets.GRAPH_CONV).train(
+        params=NNTrainParams(
+            n_epochs=3, train_loader=dataset.train_loader, val_loader=None, runs_root=runs_root
+        ),
+        eval_step_fn=spy,
+    )
+    assert calls == []
+    assert len(run.idps) == 3
