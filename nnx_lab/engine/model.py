@@ -53,7 +53,6 @@ from .prediction import (
     predict_logits,
     probabilities,
     probability_spec,
-    source_sample_ids,
     warn_positions,
 )
 from .prediction_stream import PredictionStream
@@ -449,8 +448,7 @@ class NNModel:
         spec = probability_spec(spec, self.params.task, self._output_dim())
         warn_positions(X, stacklevel=2)
         logits = self._logits(X, "predict_proba")
-        ids = source_sample_ids(X)  # a source that names its rows (a graph loader)
-        return probabilities(logits, spec, self.task(), self._task_spec, derived, ids)
+        return probabilities(logits, spec, self.task(), self._task_spec, derived, source=X)
 
     def iter_predict(
         self, loader: Any, rich: bool = False, spec: ProbabilitySpec | None = None

@@ -175,12 +175,14 @@ def probabilities(
     task: Task,
     declared: TaskSpec | None,
     derived: bool,
-    sample_ids: Any = None,
+    source: Any = None,
 ) -> PredictionResult:
     """``predict_proba``'s result from the logits: ``spec`` applied (None: a regression
     task's values, no probabilities); a spec ``derived`` from a declared multilabel task
     decodes with the task's threshold, as ``predict()`` and the records do.
-    ``sample_ids``: the rows' ids (None: their positions)."""
+    ``source``: what was predicted on; a source that names its rows (a graph loader's
+    ``sample_ids``) gives their ids, else the ids are the rows' positions."""
+    sample_ids = source_sample_ids(source)
     if spec is None:
         ids = as_sample_ids(sample_ids, int(logits.shape[0]))
         return PredictionResult(logits, None, task.decode(logits), None, ids)
