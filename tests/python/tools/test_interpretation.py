@@ -233,3 +233,32 @@ def test_what_is_not_a_model_or_a_batch_without_targets_is_refused(classifier, t
     with pytest.raises(FileNotFoundError):
         interpret("0" * 32, Untouchable(), runs_root=tmp_path / "runs")
     assert sorted(tmp_path.iterdir()) == before  # nothing was created
+
+
+def test_a_binary_model_is_read_as_two_classes():
+    torch.manual_seed(0)
+    model = f.model(net={"output_dim": 1, "dropout_prob": 0.0}, loss=Losses.BINARY_CROSS_ENTROPY)
+    g = torch.Generator().manual_seed(2)
+    X, y = torch.randn(40, 8, generator=g), (torch.rand(40, generator=g) > 0.5).float()
+    result = interpret(model, loader(X, y.unsqueeze(1), 16), top_k=40)
+    z = model.predict(X).logits.reshape(-1)
+    expected = confusion_matrix(y.long().numpy(), (z >= 0).long().numpy(), labels=[0, 1])
+    np.testing.assert_array_equal(result.confusion, expected)
+    bce = F.binary_cross_entropy_with_logits(z, y, reduction="none").numpy()
+    for m in result.top_losses:
+        assert m.loss == pytest.approx(float(bce[m.sample_id]), rel=1e-5)
+        p1 = float(torch.sigmoid(z[m.sample_id]))
+        assert m.probability == pytest.approx(p1 if m.prediction == 1 else 1 - p1, rel=1e-5)
+
+
+def test_a_batch_larger_than_a_prediction_chunk_keeps_its_rows_in_line(classifier):
+    model, _, _ = classifier
+    g = torch.Generator().manual_seed(3)
+    X, y = torch.randn(5000, 8, generator=g), torch.randint(0, 3, (5000,), generator=g)
+    whole = interpret(model, (X, y), top_k=5)  # one batch: predicted in 4,096-row chunks
+    pred = model.predict(X).classes.numpy()
+    expected = confusion_matrix(y.numpy(), pred, labels=[0, 1, 2])
+    np.testing.assert_array_equal(whole.confusion, expected)
+    for m in whole.top_losses:
+        assert m.target == int(y[m.sample_id])
+        assert m.display["values"] == pytest.approx(X[m.sample_id].tolist(), abs=1e-5)
