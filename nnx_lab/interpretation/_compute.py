@@ -14,6 +14,7 @@ from ..calibration import model_fingerprint
 from ..data.metrics import MetricSpec
 from ..data.streaming import StreamingMetrics
 from ..engine.data import check_inputs
+from ..engine.prediction import warn_positions
 from ..engine.probabilities import ProbabilitySpec
 from ..errors import ConfigError, DataError
 from ._inputs import BatchTap, check_count, check_tools, resolve_model
@@ -62,6 +63,7 @@ def interpret(
         raise ConfigError("interpret.model_id", model_id, "pass the model's id (a str) or None")
     check_inputs(loader)
     model, source = resolve_model(run_or_model, runs_root, module, loss)
+    warn_positions(loader, stacklevel=2)  # the tap hides the loader from iter_predict's own
     task = model.task()
     opts = {"feature_names": names, "decode": decode}
     if task.kind == "regression":

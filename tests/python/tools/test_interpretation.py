@@ -262,3 +262,12 @@ def test_a_batch_larger_than_a_prediction_chunk_keeps_its_rows_in_line(classifie
     for m in whole.top_losses:
         assert m.target == int(y[m.sample_id])
         assert m.display["values"] == pytest.approx(X[m.sample_id].tolist(), abs=1e-5)
+
+
+def test_a_shuffling_loader_is_said_to_give_positions(classifier):
+    model, X, y = classifier
+    shuffled = DataLoader(TensorDataset(X, y), batch_size=16, shuffle=True)
+    with pytest.warns(UserWarning, match="positions in this iteration's order"):
+        result = interpret(model, shuffled)
+    # the targets stay in line with their rows: the same matrix as in order
+    np.testing.assert_array_equal(result.confusion, interpret(model, loader(X, y, 16)).confusion)
