@@ -8,7 +8,6 @@ from typing import Any
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from ..calibration import model_fingerprint
 from ..data.metrics import MetricSpec
@@ -130,15 +129,15 @@ def _classification(
     k, binary = len(labels), task.kind == "binary"
     spec = ProbabilitySpec("bernoulli") if binary else ProbabilitySpec("categorical", labels=labels)
     ignore = task.ignore_index if not binary else None
-    metrics = StreamingMetrics(
-        [MetricSpec("accuracy"), MetricSpec("nll")], "categorical", ignore_index=ignore
-    )
+    # accuracy only: every other figure here is read from the matrix or the losses
+    metrics = StreamingMetrics([MetricSpec("accuracy")], "categorical", ignore_index=ignore)
     metrics.n_classes = k
     cell_ids: dict[tuple[int, int], list[np.ndarray]] = {}
     cell_samples: dict[tuple[int, int], list[Mistake]] = {}
     top: list[Mistake] = []
     tap, rows = BatchTap(loader), 0
-    with model.iter_predict(tap, rich=True, spec=spec) as stream:
+    rich = calibrator is not None or policy is not None  # they read a PredictionResult
+    with model.iter_predict(tap, rich=rich, spec=spec if rich else None) as stream:
         for batch in stream:
             n, ids = len(batch), batch.sample_ids
             x, y = tap.take(n)
@@ -150,7 +149,8 @@ def _classification(
             y = y.reshape(n).long()
             metrics.update(y, logits=logits)
             valid = torch.ones(n, dtype=torch.bool) if ignore is None else y != ignore
-            shown = logits.softmax(dim=1)
+            logp = logits.log_softmax(dim=1)  # once: the losses and the probabilities
+            shown = logp.exp()
             calibrated = None
             if calibrator is not None:
                 calibrated = calibrator.transform(batch, model_id=model_id)
@@ -165,7 +165,7 @@ def _classification(
                 declined = ~np.asarray(verdict.accepted, dtype=bool)
             pred = logits.argmax(dim=1)
             safe_y = torch.where(valid, y, torch.zeros_like(y))
-            losses = F.cross_entropy(logits, safe_y, reduction="none")
+            losses = -logp.gather(1, safe_y.unsqueeze(1)).squeeze(1)  # cross-entropy
             rows += int(valid.sum())
 
             def mistake(i: int, x=x, y=y, pred=pred, shown=shown, losses=losses, ids=ids,

@@ -15,6 +15,7 @@ from ..abstention import AbstentionPolicy
 from ..calibration import TemperatureCalibrator
 from ..engine.checkpoint import NNCheckpoint
 from ..engine.enums import Checkpoints
+from ..engine.fast_batches import batches
 from ..engine.model import NNModel
 from ..engine.run_handle import NNRun
 from ..errors import ConfigError, DataError
@@ -90,7 +91,7 @@ class BatchTap:
     def __iter__(self) -> Iterator[Any]:
         self._x.clear()  # a new pass (the model may read a batch to learn its outputs)
         self._y.clear()
-        for batch in self._loader:
+        for batch in batches(self._loader):  # the engine's fast path for tensor data
             if not isinstance(batch, tuple | list) or len(batch) < 2:
                 raise DataError(
                     "loader",

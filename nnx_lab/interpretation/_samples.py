@@ -3,6 +3,7 @@ tensor the loader gave. Plain JSON values only (the widget draws them)."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -46,8 +47,15 @@ def show_for(x: Any, show: str) -> str:
     return "none"
 
 
+@functools.cache
+def _default_names(n: int) -> tuple[str, ...]:
+    return tuple(f"x{i}" for i in range(n))
+
+
 def _floats(t: torch.Tensor) -> list[float]:
-    return [round(float(v), 5) for v in t.reshape(-1).tolist()]
+    # five decimals are plenty to draw and keep the JSON small; one tensor op, not a
+    # Python round per value (a cell of 28x28 images holds thousands)
+    return (t.reshape(-1).double() * 1e5).round().div(1e5).tolist()
 
 
 def display_of(
@@ -80,7 +88,7 @@ def display_of(
         text = decode(ids) if decode is not None else " ".join(map(str, ids))
         return {"kind": "tokens", "ids": ids, "text": str(text)}
     values = _floats(row.float())
-    names = list(feature_names) if feature_names else [f"x{i}" for i in range(len(values))]
+    names = list(feature_names) if feature_names else list(_default_names(len(values)))
     if len(names) != len(values):
         raise ConfigError(
             "interpret.feature_names",
