@@ -147,8 +147,15 @@ def _classification(
             if binary:  # [0, z]: its softmax is (1 - sigmoid z, sigmoid z), its CE the BCE
                 logits = torch.cat([torch.zeros(n, 1), logits], dim=1)
             y = y.reshape(n).long()
-            metrics.update(y, logits=logits)
             valid = torch.ones(n, dtype=torch.bool) if ignore is None else y != ignore
+            bad = valid & ((y < 0) | (y >= k))
+            if bool(bad.any()):  # refused before a loss is gathered at a bad index
+                raise DataError(
+                    "targets",
+                    f"{int(bad.sum())} targets outside [0, {k}), e.g. {int(y[bad][0])}",
+                    f"pass class indices in [0, {k})",
+                )
+            metrics.update(y, logits=logits)
             logp = logits.log_softmax(dim=1)  # once: the losses and the probabilities
             shown = logp.exp()
             calibrated = None
@@ -182,10 +189,6 @@ def _classification(
                 )
 
             vy, vp, vi = y[valid].numpy(), pred[valid].numpy(), np.flatnonzero(valid.numpy())
-            if ignore is not None and ((vy < 0) | (vy >= k)).any():
-                raise DataError(
-                    "targets", f"targets outside [0, {k})", f"pass class indices in [0, {k})"
-                )
             for t, p in {(int(a), int(b)) for a, b in zip(vy, vp, strict=True)}:
                 at = vi[(vy == t) & (vp == p)]
                 cell_ids.setdefault((t, p), []).append(ids[at])

@@ -271,3 +271,11 @@ def test_a_shuffling_loader_is_said_to_give_positions(classifier):
         result = interpret(model, shuffled)
     # the targets stay in line with their rows: the same matrix as in order
     np.testing.assert_array_equal(result.confusion, interpret(model, loader(X, y, 16)).confusion)
+
+
+def test_targets_outside_the_classes_are_refused_naming_them(classifier):
+    model, X, y = classifier
+    bad = y.clone()
+    bad[5] = 3
+    with pytest.raises(DataError, match=r"targets: 1 targets outside \[0, 3\), e.g. 3"):
+        interpret(model, loader(X, bad, 16))
