@@ -151,6 +151,8 @@ EXPECTED = {
     "frozen",
     "load_pretrained",
     "unfreeze",
+    # issue 28: the mistakes a model makes
+    "Interpretation",
 }
 
 
@@ -167,6 +169,7 @@ def test_the_widget_names_are_pinned():
         "CalibrationExplorer",
         "DatasetSummary",
         "DriftReport",
+        "Interpretation",
         "LRFinderWidget",
         "ModelSummary",
         "PlanBuilder",
