@@ -142,6 +142,8 @@ _EXPORTS: dict[str, str] = {
     "LoadPretrainedResult": "nnx_lab.engine.pretrained",
     # issue 23: the batched fast path for tensor data, on by default
     "set_fast_batches": "nnx_lab.engine.fast_batches",
+    # issue 25: denoising diffusion (§3.3)
+    "diffusion": "nnx_lab.diffusion",
 }
 
 _MODULES = (
@@ -157,6 +159,7 @@ _MODULES = (
     "seeding",
     "monitors",
     "trainer",
+    "diffusion",
 )
 
 __all__ = ["__version__", *sorted(_EXPORTS)]

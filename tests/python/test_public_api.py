@@ -147,6 +147,8 @@ EXPECTED = {
     "frozen",
     "load_pretrained",
     "unfreeze",
+    # issue 25: denoising diffusion (§3.3)
+    "diffusion",
 }
 
 
@@ -187,6 +189,7 @@ MODULES = {
     "seeding",
     "monitors",
     "trainer",
+    "diffusion",
 }
 
 
