@@ -17,6 +17,7 @@ them), drawn in a fixed order per batch: ``t`` then ``ε``. Its state is a compo
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping
 from typing import Any
 
@@ -25,6 +26,7 @@ import torch.nn.functional as F
 
 from ..engine.components import ComponentSpec
 from ..engine.custom_step import full_precision_only
+from ..engine.data import first_batch
 from ..engine.edp import EDP
 from ..engine.objective import LossTerm, Objective, ObjectiveResult
 from ..engine.params_base import SEED_LIMIT
@@ -57,6 +59,39 @@ def clean_points(batch: Any, field: str = "train_loader") -> torch.Tensor:
             "yield float tensors of clean points (rows, dims), (x, ...) tuples or {'x': ...}",
         )
     return batch
+
+
+def check_request(model: Any, params: Any, *, step: bool) -> None:
+    """Refuse, before any run directory exists, a network that takes no timestep, a
+    first batch whose points are not what the network denoises, and (for the step,
+    which takes one update per batch) accumulation."""
+    if step and params.accumulation_steps != 1:
+        raise ConfigError(
+            "NNTrainParams.accumulation_steps",
+            params.accumulation_steps,
+            "diffusion_train_step_factory takes one update per batch; use objective="
+            "diffusion_objective(schedule) to accumulate",
+        )
+    net = getattr(model, "net", None)
+    if net is None:
+        return
+    try:
+        inspect.signature(net.forward).bind(None, None)
+    except TypeError:
+        raise ConfigError(
+            "NNModelParams.net",
+            type(net).__name__,
+            "a network whose forward(x, t) takes the timestep: "
+            "NNModelParams(net=diffusion_mlp_spec(data_dim))",
+        ) from None
+    x0 = clean_points(first_batch(params.train_loader, "NNTrainParams.train_loader"))
+    dim = getattr(net, "data_dim", None)
+    if dim is not None and (x0.ndim != 2 or x0.shape[1] != dim):
+        raise DataError(
+            "NNTrainParams.train_loader",
+            f"the first batch's points have shape {tuple(x0.shape)}",
+            f"the network denoises points of {dim} dims: (rows, {dim}); or change data_dim",
+        )
 
 
 def _check_seed(seed: object, field: str) -> int:
@@ -133,6 +168,9 @@ class DiffusionObjective(Objective):
         squared = F.mse_loss(pred, eps, reduction="sum")
         return ObjectiveResult([LossTerm("mse", squared, eps.numel())])
 
+    def check(self, model: Any, params: Any) -> None:
+        check_request(model, params, step=False)
+
     def component_spec(self) -> ComponentSpec:
         return self.noise.component_spec()
 
@@ -171,14 +209,10 @@ class DiffusionStep:
     def __repr__(self) -> str:  # how a refusal names the step
         return f"diffusion_train_step_factory({self.schedule!r}, seed={self.noise.seed})"
 
+    def check(self, model: Any, params: Any) -> None:
+        check_request(model, params, step=True)
+
     def __call__(self, ctx: Any) -> EDP:
-        if ctx.accumulate_grad_batches != 1:
-            raise ConfigError(
-                "NNTrainParams.accumulation_steps",
-                ctx.accumulate_grad_batches,
-                "the diffusion step takes one update per batch; use objective="
-                "diffusion_objective(schedule) to accumulate",
-            )
         x0 = clean_points(ctx.batch)
         if ctx.device is not None and x0.device != ctx.device:
             x0 = x0.to(ctx.device)

@@ -12,6 +12,7 @@ import re
 import pytest
 import torch
 import torch.nn.functional as F
+from torch.utils.data import DataLoader, TensorDataset
 
 from nnx_lab import (
     Losses,
@@ -19,6 +20,7 @@ from nnx_lab import (
     NNModel,
     NNModelParams,
     NNOptimParams,
+    NNParams,
     NNTrainParams,
     ObjectiveContext,
     PrecisionPolicy,
@@ -33,7 +35,7 @@ from nnx_lab.diffusion import (
     diffusion_train_step_factory,
     sample,
 )
-from nnx_lab.errors import ConfigError
+from nnx_lab.errors import ConfigError, DataError
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -47,8 +49,9 @@ def _points(n=96, seed=0):
 
 
 def _batches(n=96, size=32):
+    """Batches of points alone: they belong to the step (docs/custom_training.md)."""
     X = _points(n)
-    return [(X[i : i + size], X[i : i + size]) for i in range(0, n, size)]
+    return [X[i : i + size] for i in range(0, n, size)]
 
 
 def _reference_loss(net, x0, gen, betas):
@@ -174,10 +177,10 @@ def test_the_step_equals_a_hand_written_ddpm_update():
     )
     step, gen = diffusion_train_step_factory(schedule, seed=3), torch.Generator().manual_seed(3)
     reported = []
-    for i, (x0, _) in enumerate(_batches()):
+    for i, x0 in enumerate(_batches()):
         ctx = TrainStepContext(
             model=net,
-            batch=(x0, x0),
+            batch=(x0,),
             optimizer=opt,
             scaler=None,
             grad_clip_norm=None,
@@ -254,6 +257,48 @@ def test_a_split_run_equals_the_uninterrupted_one_bit_for_bit(tmp_path, kind):
     files = {p.suffix for p in first.run_dir.rglob("*") if p.is_file()}
     assert ".safetensors" in files
     assert not files & {".pt", ".pkl", ".pickle"}
+
+
+@pytest.mark.parametrize(
+    ("model", "hook", "extra", "field"),
+    [
+        (lambda: _model(), "train_step_fn", {"accumulation_steps": 2}, "accumulation_steps"),
+        (
+            lambda: NNModel(net_params=NNParams(input_dim=2, output_dim=2, hidden_dims=[8])),
+            "objective",
+            {},
+            "NNModelParams.net",
+        ),
+        (
+            lambda: NNModel(
+                params=NNModelParams(
+                    net=diffusion_mlp_spec(3, 8, 1, 4), loss=Losses.MEAN_SQUARED_ERROR
+                )
+            ),
+            "objective",
+            {},
+            "train_loader",
+        ),
+    ],
+)
+def test_a_request_the_loss_cannot_train_is_refused_before_any_run(
+    tmp_path, model, hook, extra, field
+):
+    with pytest.raises((ConfigError, DataError), match=field):
+        model().train(_params(tmp_path, 1, **extra), **_hook(hook, NoiseSchedulers.LINEAR(T)))
+    assert not any(tmp_path.iterdir())
+
+
+def test_a_loader_of_points_and_an_x_y_loader_train_alike(tmp_path):
+    X = _points()
+    runs = []
+    for dataset in (TensorDataset(X), TensorDataset(X, torch.zeros(len(X), 2))):
+        loader = DataLoader(
+            dataset, batch_size=32, shuffle=True, generator=torch.Generator().manual_seed(1)
+        )
+        params = _params(tmp_path, 2).replace(train_loader=loader)
+        runs.append(_model().train(params, **_hook("objective", NoiseSchedulers.LINEAR(T))))
+    assert _steps(runs[0]) == _steps(runs[1])  # the labels of a pair are not used
 
 
 def test_a_resume_with_another_seed_is_refused_before_any_run(tmp_path):
