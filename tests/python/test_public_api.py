@@ -149,6 +149,8 @@ EXPECTED = {
     "unfreeze",
     # issue 25: denoising diffusion (§3.3)
     "diffusion",
+    # issue 28: the mistakes a model makes
+    "Interpretation",
 }
 
 
@@ -165,6 +167,7 @@ def test_the_widget_names_are_pinned():
         "CalibrationExplorer",
         "DatasetSummary",
         "DriftReport",
+        "Interpretation",
         "LRFinderWidget",
         "ModelSummary",
         "PlanBuilder",
