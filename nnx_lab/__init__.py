@@ -147,6 +147,8 @@ _EXPORTS: dict[str, str] = {
     "LoadPretrainedResult": "nnx_lab.engine.pretrained",
     # issue 23: the batched fast path for tensor data, on by default
     "set_fast_batches": "nnx_lab.engine.fast_batches",
+    # issue 25: denoising diffusion (§3.3)
+    "diffusion": "nnx_lab.diffusion",
 }
 
 _MODULES = (
@@ -165,6 +167,7 @@ _MODULES = (
     "graphs",
     "graph_tasks",
     "link_tasks",
+    "diffusion",
 )
 
 __all__ = ["__version__", *sorted(_EXPORTS)]

@@ -151,6 +151,8 @@ EXPECTED = {
     "frozen",
     "load_pretrained",
     "unfreeze",
+    # issue 25: denoising diffusion (§3.3)
+    "diffusion",
     # issue 28: the mistakes a model makes
     "Interpretation",
 }
@@ -197,6 +199,7 @@ MODULES = {
     "graphs",
     "graph_tasks",
     "link_tasks",
+    "diffusion",
 }
 
 
