@@ -23,6 +23,7 @@ import torch
 from ..errors import ConfigError, DataError
 from .adapters import AdaptedBatches, BatchAdapter, Inputs
 from .data import check_loader, first_batch
+from .fast_batches import batches
 from .tasks import Task
 
 __all__ = [
@@ -100,7 +101,8 @@ class _StepBatches(BatchAdapter):
 class _OwnedBatches(AdaptedBatches):
     def __iter__(self):  # type: ignore[override]
         adapter = self.adapter
-        for batch in self.source:
+        # the source's own batches, through the fast path for tensor data where it applies
+        for batch in batches(self.source):
             (inner,), _, rows = adapter.split(batch)
             yield StepBatch(inner), rows
 
