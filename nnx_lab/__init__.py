@@ -142,6 +142,9 @@ _EXPORTS: dict[str, str] = {
     "LoadPretrainedResult": "nnx_lab.engine.pretrained",
     # issue 23: the batched fast path for tensor data, on by default
     "set_fast_batches": "nnx_lab.engine.fast_batches",
+    # issue 26: causal language models (§3.6)
+    "lm_tasks": "nnx_lab.lm_tasks",
+    "GenerativeNNModel": "nnx_lab.lm_tasks",
 }
 
 _MODULES = (
@@ -157,6 +160,7 @@ _MODULES = (
     "seeding",
     "monitors",
     "trainer",
+    "lm_tasks",
 )
 
 __all__ = ["__version__", *sorted(_EXPORTS)]

@@ -275,6 +275,8 @@ class CausalLMTask:
 
 
 class _CausalLMObjective(Objective):
+    owns_batches = True  # (inputs, targets) pairs are token windows, not (X, class y)
+
     def __init__(self, task: CausalLMTask, nonfinite: str) -> None:
         super().__init__(nonfinite=nonfinite)
         self.task = task

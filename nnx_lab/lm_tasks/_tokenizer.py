@@ -83,6 +83,12 @@ class CharTokenizer:
     def decode(self, ids: Iterable[Any], *, specials: bool = False) -> str:
         """The text of ``ids`` (a list or a 1-D tensor); special tokens are dropped unless
         ``specials=True``."""
+        if getattr(ids, "ndim", 1) != 1:
+            raise DataError(
+                "CharTokenizer.decode(ids)",
+                f"ids of shape {tuple(ids.shape)}",  # type: ignore[attr-defined]
+                "decode one sequence at a time (a row of the batch)",
+            )
         out = []
         for raw in ids:
             i = int(raw)

@@ -147,6 +147,9 @@ EXPECTED = {
     "frozen",
     "load_pretrained",
     "unfreeze",
+    # issue 26: causal language models (§3.6)
+    "lm_tasks",
+    "GenerativeNNModel",
 }
 
 
@@ -187,6 +190,7 @@ MODULES = {
     "seeding",
     "monitors",
     "trainer",
+    "lm_tasks",
 }
 
 
