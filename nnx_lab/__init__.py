@@ -145,6 +145,7 @@ _EXPORTS: dict[str, str] = {
     # issue 26: causal language models (§3.6)
     "lm_tasks": "nnx_lab.lm_tasks",
     "GenerativeNNModel": "nnx_lab.lm_tasks",
+    "GenerationPlayground": "nnx_lab.widgets",
 }
 
 _MODULES = (

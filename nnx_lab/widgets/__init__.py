@@ -1,7 +1,7 @@
 """nnx-lab's JupyterLab widgets (anywidget): the live TrainingMonitor, the PlanBuilder
 form, the DriftReport table, the LRFinderWidget sweep, the CalibrationExplorer and
-AbstentionExplorer, the DatasetSummary and ModelSummary tables, and ``open_in_panel`` (a run in the
-JupyterLab runs panel).
+AbstentionExplorer, the DatasetSummary and ModelSummary tables, the GenerationPlayground
+of a language model, and ``open_in_panel`` (a run in the JupyterLab runs panel).
 
 The front end is built from ``js/`` into ``nnx_lab/static/`` by ``npm run build``
 (``pip install -e .`` runs it). The wire protocol is in ``_protocol.py``. The
@@ -27,6 +27,7 @@ __all__ = [
     "CalibrationExplorer",
     "DatasetSummary",
     "DriftReport",
+    "GenerationPlayground",
     "LRFinderWidget",
     "ModelSummary",
     "PlanBuilder",
@@ -39,6 +40,7 @@ _LAZY = {
     "AbstentionExplorer": "._abstention",
     "DatasetSummary": "._dataset_summary",
     "ModelSummary": "._model_summary",
+    "GenerationPlayground": "._playground",
 }
 
 

@@ -150,6 +150,7 @@ EXPECTED = {
     # issue 26: causal language models (§3.6)
     "lm_tasks",
     "GenerativeNNModel",
+    "GenerationPlayground",
 }
 
 
@@ -166,6 +167,7 @@ def test_the_widget_names_are_pinned():
         "CalibrationExplorer",
         "DatasetSummary",
         "DriftReport",
+        "GenerationPlayground",
         "LRFinderWidget",
         "ModelSummary",
         "PlanBuilder",
