@@ -114,6 +114,7 @@ _EXPORTS: dict[str, str] = {
     "AbstentionExplorer": "nnx_lab.widgets",
     "DatasetSummary": "nnx_lab.widgets",
     "ModelSummary": "nnx_lab.widgets",
+    "Interpretation": "nnx_lab.widgets",  # issue 28: the mistakes a model makes
     "open_in_panel": "nnx_lab.widgets",
     "list_runs": "nnx_lab.runs",
     "lr_finder": "nnx_lab.lr_sweep",

@@ -147,6 +147,8 @@ EXPECTED = {
     "frozen",
     "load_pretrained",
     "unfreeze",
+    # issue 28: the mistakes a model makes
+    "Interpretation",
     # issue 26: causal language models (§3.6)
     "lm_tasks",
     "GenerativeNNModel",
@@ -167,6 +169,7 @@ def test_the_widget_names_are_pinned():
         "CalibrationExplorer",
         "DatasetSummary",
         "DriftReport",
+        "Interpretation",
         "GenerationPlayground",
         "LRFinderWidget",
         "ModelSummary",
