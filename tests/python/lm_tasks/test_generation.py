@@ -169,3 +169,35 @@ def test_a_generative_model_trains_reloads_and_writes(runs_root):
     assert isinstance(again, GenerativeNNModel)
     assert torch.equal(again.generate([3, 4, 5], 4, temperature=0), out)
     assert GenerativeNNModel.of(model).net is model.net
+
+
+def _old_forward(net, ids):
+    """TransformerNN's forward as it was before the cache, written out."""
+    import torch.nn.functional as F
+
+    def rope(x, base):
+        t, d = x.shape[-2], x.shape[-1]
+        inv = base ** (-torch.arange(0, d, 2, dtype=torch.float32) / d)
+        angles = torch.arange(t, dtype=torch.float32)[:, None] * inv[None, :]
+        cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+        x1, x2 = x[..., 0::2], x[..., 1::2]
+        return torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).flatten(-2)
+
+    x = net.embed(ids)
+    for block in net.blocks:
+        a = block.attn
+        h = block.norm1(x)
+        n, t, d = h.shape
+        q, k, v = a.qkv(h).view(n, t, 3, a.n_heads, d // a.n_heads).permute(2, 0, 3, 1, 4)
+        q, k = rope(q, a.rope), rope(k, a.rope)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + a.out(y.transpose(1, 2).reshape(n, t, d))
+        x = x + block.mlp(block.norm2(x))
+    return net.head(net.norm(x))
+
+
+def test_the_uncached_forward_is_bit_identical_to_the_one_before_the_cache():
+    net = _net(4)
+    ids = torch.randint(0, V, (2, 11), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        assert torch.equal(net(ids), _old_forward(net, ids))
