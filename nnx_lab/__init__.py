@@ -149,6 +149,10 @@ _EXPORTS: dict[str, str] = {
     "set_fast_batches": "nnx_lab.engine.fast_batches",
     # issue 25: denoising diffusion (§3.3)
     "diffusion": "nnx_lab.diffusion",
+    # issue 26: causal language models (§3.6)
+    "lm_tasks": "nnx_lab.lm_tasks",
+    "GenerativeNNModel": "nnx_lab.lm_tasks",
+    "GenerationPlayground": "nnx_lab.widgets",
 }
 
 _MODULES = (
@@ -168,6 +172,7 @@ _MODULES = (
     "graph_tasks",
     "link_tasks",
     "diffusion",
+    "lm_tasks",
 )
 
 __all__ = ["__version__", *sorted(_EXPORTS)]
