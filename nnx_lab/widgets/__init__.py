@@ -32,6 +32,7 @@ __all__ = [
     "LRFinderWidget",
     "ModelSummary",
     "PlanBuilder",
+    "Sweep",
     "TrainingMonitor",
     "open_in_panel",
 ]
@@ -42,6 +43,7 @@ _LAZY = {
     "DatasetSummary": "._dataset_summary",
     "ModelSummary": "._model_summary",
     "Interpretation": "._interpretation",
+    "Sweep": "._sweep",
 }
 
 

@@ -149,6 +149,8 @@ EXPECTED = {
     "unfreeze",
     # issue 28: the mistakes a model makes
     "Interpretation",
+    # issue 28: sweeps with parallel coordinates
+    "Sweep",
 }
 
 
@@ -169,6 +171,7 @@ def test_the_widget_names_are_pinned():
         "LRFinderWidget",
         "ModelSummary",
         "PlanBuilder",
+        "Sweep",
         "TrainingMonitor",
         "open_in_panel",
     }
