@@ -28,6 +28,7 @@ from ._base import NNxWidget
 __all__ = ["Sweep", "passes_brushes"]
 
 _METRICS = ("val.loss", "val.accuracy", "train.loss")
+_LANES = 8  # TrainingMonitor.race draws at most 8 runs
 
 
 def passes_brushes(row: dict[str, Any], axes: list[dict[str, Any]], brushes: dict) -> bool:
@@ -194,17 +195,24 @@ class Sweep(NNxWidget):
                     self._by_run[trial.run_id] = trial
                     pending.append(trial)
                 self._publish()
-            if pending:
-                plans = {t.name: t.plan for t in pending}
-                self._monitor.race(plans, callbacks=[_TrialSink(self)])
+            # a race draws 8 runs at most (one colour each): 8 trials a race, in turn
+            for start in range(0, len(pending), _LANES):
+                chunk = pending[start : start + _LANES]
+                self._monitor.race({t.name: t.plan for t in chunk}, callbacks=[_TrialSink(self)])
                 self._monitor.wait()
                 errors = self._monitor.race_errors
-                for trial in pending:
+                halted = False
+                for trial in chunk:
                     if trial.name in errors:
                         trial.status = "failed"
                         trial.error = trial.error or str(errors[trial.name])
                     elif trial.status in ("pending", "running"):
+                        trial.status, halted = "skipped", True
+                    halted = halted or trial.status == "stopped"
+                if halted:  # Stop in the monitor ends the sweep, not only this race
+                    for trial in pending[start + _LANES :]:
                         trial.status = "skipped"
+                    break
         except Exception as exc:  # shown under the widget
             self.show_error(exc)
         finally:

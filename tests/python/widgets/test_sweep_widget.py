@@ -123,3 +123,15 @@ def test_passes_brushes_rule():
     assert passes_brushes(row, axes, {"a": [1, 1], "val.loss": [0.4, 0.6]})
     assert not passes_brushes(row, axes, {"a": [0, 0]})
     assert not passes_brushes({"values": {"a": [8]}, "metrics": {}}, axes, {"val.loss": [0, 1]})
+
+
+def test_more_trials_than_a_race_draws_go_eight_a_race(base):
+    monitor = TrainingMonitor()
+    lrs = [1e-3 * (i + 1) for i in range(10)]
+    sweep = Sweep(base, {"train.optim.max_lr": lrs}, monitor=monitor)
+    res = sweep.wait(180)
+    assert sweep.error == ""
+    assert [t.status for t in res.trials] == ["finished"] * 10
+    assert all(r["metrics"].get("val.loss") is not None for r in sweep.trials)
+    assert sorted(monitor.results) == ["trial 8", "trial 9"]  # the last race's two
+    monitor.close()
