@@ -429,7 +429,7 @@ class ExperimentPlan:
         ``"grid"``, ``"random"`` or an Optuna sampler. Every trial is checked before the
         first fit; a trial whose run already finished is read, not retrained. Returns a
         ``SweepResult``; ``options``: ``seeds``, ``objective``, ``direction``,
-        ``callbacks``."""
+        ``callbacks``, ``on_trial``."""
         from ._sweep import run_sweep
 
         return run_sweep(self, space, n_trials=n_trials, search=search, seed=seed, **options)

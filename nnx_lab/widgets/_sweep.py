@@ -143,6 +143,7 @@ class Sweep(NNxWidget):
         checked, pairs, _ = plan_trials(plan, space, n_trials, search, seed, seeds)
         from ._monitor import TrainingMonitor
 
+        self._own_monitor = monitor is None
         self._monitor = monitor if monitor is not None else TrainingMonitor()
         self._builder = builder
         self._result = SweepResult([], checked, objective, direction)
@@ -309,6 +310,16 @@ class Sweep(NNxWidget):
     def _on_branch(self, content: dict[str, Any], buffers: list[Any]) -> None:
         index = content.get("index")
         self.branch_from(index if isinstance(index, int) and index >= 0 else None)
+
+    def close(self) -> None:
+        """Close the widget, its comparison, and the monitor it made (not one passed)."""
+        # a Sweep refused in __init__ is closed by ipywidgets' __del__ without its parts
+        if hasattr(self, "_thread"):
+            if self.comparison is not None:
+                self.comparison.close()
+            if self._own_monitor and (self._thread is None or not self._thread.is_alive()):
+                self._monitor.close()
+        super().close()
 
     def summary(self) -> str:
         done = self._result.done()

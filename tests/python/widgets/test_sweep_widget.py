@@ -80,6 +80,10 @@ def test_brushes_and_selection_from_the_page_filter_and_compare(base):
     )
     page.set_traits(status="running")  # the kernel's trait: refused
     assert sweep.status == "finished"
+    own = sweep._monitor
+    sweep.close()  # the monitor it made and the comparison go with it
+    assert own.comm is None
+    assert cmp.comm is None
 
 
 def test_branch_from_the_best_loads_the_builder(base):
