@@ -159,6 +159,8 @@ EXPECTED = {
     "lm_tasks",
     "GenerativeNNModel",
     "GenerationPlayground",
+    # issue 28: sweeps with parallel coordinates
+    "Sweep",
 }
 
 
@@ -180,6 +182,7 @@ def test_the_widget_names_are_pinned():
         "LRFinderWidget",
         "ModelSummary",
         "PlanBuilder",
+        "Sweep",
         "TrainingMonitor",
         "open_in_panel",
     }
