@@ -107,6 +107,8 @@ _EXPORTS: dict[str, str] = {
     "data_splits": "nnx_lab.data_splits",
     "monitors": "nnx_lab.monitors",
     "trainer": "nnx_lab.trainer",
+    # issue 26: ranking and retrieval evaluation (§3.7)
+    "ranking": "nnx_lab.ranking",
     "preprocessing": "nnx_lab.preprocessing",
     "TrainingMonitor": "nnx_lab.widgets",
     "PlanBuilder": "nnx_lab.widgets",
@@ -157,6 +159,7 @@ _MODULES = (
     "seeding",
     "monitors",
     "trainer",
+    "ranking",
 )
 
 __all__ = ["__version__", *sorted(_EXPORTS)]

@@ -14,7 +14,7 @@ import torch
 
 from ..errors import DataError
 
-__all__ = ["check_structure", "check_values"]
+__all__ = ["check_structure", "check_values", "scores_of"]
 
 _FIELDS = ("features", "query_ids", "candidate_ids", "relevance")
 _SHAPE = "(features [N, F], query_ids [N], candidate_ids [N], relevance [N])"
@@ -66,3 +66,20 @@ def check_values(relevance: Any, max_relevance: int, where: str) -> None:
             f"grade relevance 0..{max_relevance}, or pass RankingTask(max_relevance=...) "
             "of your grades",
         )
+
+
+def scores_of(output: Any, where: str) -> torch.Tensor:
+    """One score per row from the network's output (``[N]`` or ``[N, 1]``)."""
+    if isinstance(output, torch.Tensor):
+        if output.ndim == 1:
+            return output
+        if output.ndim == 2 and output.shape[1] == 1:
+            return output[:, 0]
+        shape = tuple(output.shape)
+    else:
+        shape = type(output).__name__
+    raise DataError(
+        where,
+        f"the network returned {shape}",
+        "a ranking scorer returns one score per row: build it with output_dim=1",
+    )

@@ -147,6 +147,8 @@ EXPECTED = {
     "frozen",
     "load_pretrained",
     "unfreeze",
+    # issue 26: ranking and retrieval evaluation (§3.7)
+    "ranking",
 }
 
 
@@ -187,6 +189,7 @@ MODULES = {
     "seeding",
     "monitors",
     "trainer",
+    "ranking",
 }
 
 
