@@ -27,9 +27,7 @@ def check_structure(batch: Any, where: str) -> tuple[torch.Tensor, ...]:
         raise DataError(where, f"a ranking batch is {_SHAPE}, got {got}", "yield four tensors")
     for name, value in zip(_FIELDS, batch, strict=True):
         if not isinstance(value, torch.Tensor):
-            raise DataError(
-                f"{where}.{name}", f"a {type(value).__name__}", "pass a torch.Tensor"
-            )
+            raise DataError(f"{where}.{name}", f"a {type(value).__name__}", "pass a torch.Tensor")
     features, qids, cids, rel = batch
     if features.ndim != 2 or not features.is_floating_point():
         raise DataError(
@@ -46,9 +44,7 @@ def check_structure(batch: Any, where: str) -> tuple[torch.Tensor, ...]:
                 f"pass a 1-D tensor of {n} entries, one per row",
             )
         if value.is_floating_point() or value.dtype == torch.bool:
-            raise DataError(
-                f"{where}.{name}", f"dtype {value.dtype}", "pass integers (torch.long)"
-            )
+            raise DataError(f"{where}.{name}", f"dtype {value.dtype}", "pass integers (torch.long)")
     return features, qids, cids, rel
 
 

@@ -12,6 +12,7 @@ relevant candidate.
 from __future__ import annotations
 
 import contextlib
+import itertools
 from typing import Any
 
 import numpy as np
@@ -22,7 +23,7 @@ from ..errors import DataError
 from ._batches import check_structure, check_values, scores_of
 from ._metrics import query_metrics
 
-__all__ = ["RankingEvaluation", "gather", "pairwise_loss"]
+__all__ = ["RankingEvaluation", "check_full", "gather", "pairwise_loss"]
 
 
 def gather(net: torch.nn.Module, loader: Any, device: Any = None, precision: Any = None):
@@ -61,7 +62,7 @@ def pairwise_loss(
     starts = np.flatnonzero(np.r_[True, qid[1:] != qid[:-1]])
     total = pairs = 0.0
     query_means: list[float] = []
-    for lo, hi in zip(starts, np.r_[starts[1:], len(qid)], strict=True):
+    for lo, hi in itertools.pairwise(np.r_[starts, len(qid)]):
         sq, rq = s[lo:hi], r[lo:hi]
         mask = rq[:, None] > rq[None, :]
         n = int(mask.sum())
@@ -76,20 +77,22 @@ def pairwise_loss(
     return total / pairs if weighting == "pair" else float(np.mean(query_means))
 
 
-def _check_full(query_ids: np.ndarray, candidate_ids: np.ndarray) -> None:
+def check_full(query_ids: np.ndarray, candidate_ids: np.ndarray) -> None:
     """``candidate_sets="full"``: every query has the same candidate ids."""
     corpus = np.unique(candidate_ids)
-    for q in np.unique(query_ids):
-        have = np.unique(candidate_ids[query_ids == q])
-        if len(have) != len(corpus):
-            missing = np.setdiff1d(corpus, have)
-            raise DataError(
-                "NNTrainParams.val_loader",
-                f"query {int(q)} lacks {len(missing)} of the {len(corpus)} candidates "
-                f"(e.g. candidate {int(missing[0])})",
-                "under candidate_sets='full' every query is ranked against every "
-                "candidate; pass them all, or RankingTask(candidate_sets='sampled')",
-            )
+    pairs = np.unique(np.stack([query_ids, candidate_ids], axis=1), axis=0)
+    queries, counts = np.unique(pairs[:, 0], return_counts=True)
+    short = np.flatnonzero(counts != len(corpus))
+    if short.size:
+        q = queries[short[0]]
+        missing = np.setdiff1d(corpus, pairs[pairs[:, 0] == q, 1])
+        raise DataError(
+            "NNTrainParams.val_loader",
+            f"query {int(q)} lacks {len(missing)} of the {len(corpus)} candidates "
+            f"(e.g. candidate {int(missing[0])})",
+            "under candidate_sets='full' every query is ranked against every "
+            "candidate; pass them all, or RankingTask(candidate_sets='sampled')",
+        )
 
 
 class RankingEvaluation:
@@ -108,7 +111,7 @@ class RankingEvaluation:
         qid, cid, scores, rel = gather(net, loader, device, precision)
         check_values(rel, self.task.max_relevance, "NNTrainParams.val_loader")
         if self.task.candidate_sets == "full":
-            _check_full(qid, cid)
+            check_full(qid, cid)
         result = query_metrics(qid, cid, scores, rel, self.task.k)
         return EDP(
             loss=pairwise_loss(qid, scores, rel, self.task.weighting),  # type: ignore[arg-type]

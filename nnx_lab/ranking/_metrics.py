@@ -9,6 +9,7 @@ without a relevant candidate has no defined metric: it is excluded and counted.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -72,7 +73,7 @@ def query_metrics(
     bounds = np.r_[starts, len(qid)]
     per: dict[str, list[float]] = {key: [] for key in metric_keys(k)}
     excluded = 0
-    for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
+    for lo, hi in itertools.pairwise(bounds):
         ranked = rel[lo:hi]  # this query's relevances in ranked order
         relevant = ranked > 0
         n_relevant = int(relevant.sum())

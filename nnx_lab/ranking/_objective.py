@@ -9,11 +9,13 @@ import torch
 
 from ..engine.data import first_batch
 from ..engine.objective import LossTerm, Objective, ObjectiveContext, ObjectiveResult
+from ..engine.training_state import preserved_rng
 from ..errors import ConfigError
 from ._batches import check_structure, check_values, scores_of
+from ._evaluate import check_full
 from ._pairwise import pairwise_terms
 
-__all__ = ["PairwiseObjective", "check_request"]
+__all__ = ["PairwiseObjective", "check_request", "check_validation"]
 
 _RANKING_KEY = re.compile(r"^(mrr|recall|ndcg)_at_(\d+)$")
 
@@ -30,13 +32,13 @@ def check_request(task: Any, model: Any, params: Any) -> None:
             width,
             "a ranking scorer gives one score per (query, candidate) row: pass output_dim=1",
         )
-    for field in ("train_loader", "val_loader"):
-        loader = getattr(params, field, None)
-        if loader is None:
-            continue
-        where = f"NNTrainParams.{field}"
+    loader = getattr(params, "train_loader", None)
+    if loader is not None:
+        where = "NNTrainParams.train_loader"
         batch = check_structure(first_batch(loader, where), f"{where} (first batch)")
         check_values(batch[3], task.max_relevance, f"{where} (first batch)")
+    if getattr(params, "val_loader", None) is not None:
+        check_validation(task, params.val_loader)
     monitor = getattr(params, "monitor", None)
     metric = getattr(monitor, "metric", None)
     if isinstance(metric, str) and _RANKING_KEY.match(metric) and metric not in task.metric_keys:
@@ -47,6 +49,20 @@ def check_request(task: Any, model: Any, params: Any) -> None:
             f"the task reports {', '.join(task.metric_keys)}; pass "
             f"RankingTask(k={tuple(sorted({*task.k, cut}))}) to report it",
         )
+
+
+def check_validation(task: Any, loader: Any) -> None:
+    """Every validation batch's structure, its relevance range and (``"full"``) the
+    candidate sets: the ids only, no forward, with the loader's generator restored."""
+    ids: list[tuple[torch.Tensor, torch.Tensor]] = []
+    with preserved_rng([loader]):
+        for index, batch in enumerate(loader):
+            where = f"NNTrainParams.val_loader batch {index}"
+            _, qids, cids, rel = check_structure(batch, where)
+            check_values(rel, task.max_relevance, where)
+            ids.append((qids, cids))
+    if task.candidate_sets == "full" and ids:
+        check_full(torch.cat([q for q, _ in ids]).numpy(), torch.cat([c for _, c in ids]).numpy())
 
 
 class PairwiseObjective(Objective):

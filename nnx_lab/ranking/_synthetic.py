@@ -44,9 +44,7 @@ class RankingData:
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ConfigError("batch_size", batch_size, "pass a positive int, e.g. 64")
         cols = (self.features, self.query_ids, self.candidate_ids, self.relevance)
-        return [
-            tuple(c[i : i + batch_size] for c in cols) for i in range(0, len(self), batch_size)
-        ]
+        return [tuple(c[i : i + batch_size] for c in cols) for i in range(0, len(self), batch_size)]
 
     def subset(self, queries: torch.Tensor) -> RankingData:
         """The rows of the given query ids, in their order here."""
