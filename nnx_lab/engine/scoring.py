@@ -59,9 +59,9 @@ def check_declared(
 
 
 def _names_for(kind: str) -> list[str]:
-    from ..data.metrics import metric_info, metric_names
+    from ..data.metrics import metric_names
 
-    return [n for n in metric_names(kind) if not metric_info(n).reported]
+    return metric_names(kind)
 
 
 def _describe(task: Task) -> str:

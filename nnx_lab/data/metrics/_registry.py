@@ -202,8 +202,11 @@ def metric_info(name: str) -> MetricDef:
 
 
 def metric_names(kind: str | None = None) -> list[str]:
-    """The registered metric names (those that apply to ``kind`` when given)."""
-    return sorted(n for n, m in _METRICS.items() if kind is None or kind in m.kinds)
+    """The registered metric names (those that apply to ``kind``'s outputs when given:
+    never a reported metric, which no output gives)."""
+    return sorted(
+        n for n, m in _METRICS.items() if kind is None or (kind in m.kinds and not m.reported)
+    )
 
 
 def statistic_for(name: str) -> Statistic:
