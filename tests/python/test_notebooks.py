@@ -167,12 +167,37 @@ def test_notebook_runs_headless(path: Path, tmp_path: Path, monkeypatch: pytest.
         _check_finetuning_section(text)
     if path.name == "share_a_run.ipynb":
         _check_share_notebook(text, workdir)
+    if path.name == "ranking_and_graphs.ipynb":
+        _check_ranking_section(text, workdir)
     if path.name in STOP_CELLS:
         match = STOPPED.search(text)
         assert match, text
         run_dir = workdir / "runs" / match.group(1)
         assert (run_dir / "checkpoints" / "last.json").is_file()
         assert yaml.safe_load((run_dir / "metadata.yaml").read_text())["status"] == "stopped"
+
+
+def _check_ranking_section(text: str, workdir: Path) -> None:
+    """NDCG@k per epoch in the log and the monitor, BEST at the highest NDCG@10, learned."""
+    found = re.search(r"^ranking run (\w+)$", text, re.M)
+    assert found, text
+    run_dir = workdir / "runs" / found.group(1)
+    lines = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    epochs = [ln for ln in lines if ln["event"] == "epoch_ended"]
+    assert len(epochs) == 8, text
+    ndcg = [e["val"]["metrics"]["ndcg_at_10"] for e in epochs]
+    assert all(e["selection"]["metric"] == "ndcg_at_10" for e in epochs)
+    assert all(e["val"]["extra"]["excluded_queries"] > 0 for e in epochs)  # counted
+    untrained = re.search(r"^untrained NDCG@10: ([\d.]+)$", text, re.M)
+    assert untrained, text
+    assert ndcg[-1] > float(untrained.group(1)) + 0.1, (ndcg, text)  # it learns to rank
+    best = re.search(r"^BEST is epoch (\d+)", text, re.M)
+    assert best, text
+    assert int(best.group(1)) == ndcg.index(max(ndcg)) + 1, (ndcg, text)
+    columns = re.search(r"^monitor epoch columns \(val\): (.+)$", text, re.M)
+    assert columns, text
+    for key in ("ndcg_at_10", "mrr_at_10", "recall_at_5", "loss"):
+        assert f"'{key}'" in columns.group(1), text
 
 
 def _check_vae_section(text: str, workdir: Path) -> None:
