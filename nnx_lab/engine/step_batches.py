@@ -23,6 +23,7 @@ import torch
 from ..errors import ConfigError, DataError
 from .adapters import AdaptedBatches, BatchAdapter, Inputs
 from .data import check_loader, first_batch
+from .fast_batches import batches
 from .tasks import Task
 
 __all__ = [
@@ -100,7 +101,8 @@ class _StepBatches(BatchAdapter):
 class _OwnedBatches(AdaptedBatches):
     def __iter__(self):  # type: ignore[override]
         adapter = self.adapter
-        for batch in self.source:
+        # the source's own batches, through the fast path for tensor data where it applies
+        for batch in batches(self.source):
             (inner,), _, rows = adapter.split(batch)
             yield StepBatch(inner), rows
 
@@ -126,7 +128,9 @@ def owns_batches(params: Any) -> bool:
 
 def own_batches(params: Any, objective: Any, train_step_fn: Any) -> Any:
     """``params`` with a train loader read as step-owned batches, when a step or an
-    objective is given and the loader's batches are not ``(X, y)`` tensor pairs."""
+    objective is given and the loader's batches are not ``(X, y)`` tensor pairs, or the
+    hook says ``owns_batches = True`` (its pairs are not the model's inputs and targets:
+    a language model's ``(inputs, next tokens)``)."""
     loader = params.train_loader
     if objective is None and train_step_fn is None:
         return params
@@ -134,7 +138,8 @@ def own_batches(params: Any, objective: Any, train_step_fn: Any) -> Any:
         return params  # a batch adapter (or this function) has spoken already
     if isinstance(loader, torch.Tensor) or not hasattr(loader, "__iter__"):
         return params  # the ordinary checks refuse it with their message
-    if _is_pair(first_batch(loader, "NNTrainParams.train_loader")):
+    claimed = any(getattr(h, "owns_batches", False) is True for h in (objective, train_step_fn))
+    if not claimed and _is_pair(first_batch(loader, "NNTrainParams.train_loader")):
         return params
     return params.replace(train_loader=_OwnedBatches(loader, _StepBatches()))
 

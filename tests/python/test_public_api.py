@@ -58,6 +58,10 @@ EXPECTED = {
     "NNRun",
     "NNSchedulerParams",
     "NNTabularDataset",
+    "NNGraphDataset",
+    "graphs",
+    "graph_tasks",
+    "link_tasks",
     "NNTrainParams",
     "Nets",
     "Optims",
@@ -147,6 +151,14 @@ EXPECTED = {
     "frozen",
     "load_pretrained",
     "unfreeze",
+    # issue 25: denoising diffusion (§3.3)
+    "diffusion",
+    # issue 28: the mistakes a model makes
+    "Interpretation",
+    # issue 26: causal language models (§3.6)
+    "lm_tasks",
+    "GenerativeNNModel",
+    "GenerationPlayground",
     # issue 26: ranking and retrieval evaluation (§3.7)
     "ranking",
 }
@@ -165,6 +177,8 @@ def test_the_widget_names_are_pinned():
         "CalibrationExplorer",
         "DatasetSummary",
         "DriftReport",
+        "Interpretation",
+        "GenerationPlayground",
         "LRFinderWidget",
         "ModelSummary",
         "PlanBuilder",
@@ -189,6 +203,11 @@ MODULES = {
     "seeding",
     "monitors",
     "trainer",
+    "graphs",
+    "graph_tasks",
+    "link_tasks",
+    "diffusion",
+    "lm_tasks",
     "ranking",
 }
 
