@@ -72,7 +72,7 @@ def test_the_loss_and_its_gradients_equal_a_hand_written_pairwise_loss(weighting
     with torch.no_grad():
         scores = net(features)[:, 0].double().numpy()
     val = pairwise_loss(qids.numpy(), scores, rel.numpy(), weighting)
-    assert val == pytest.approx(float(want), rel=1e-6)
+    assert val == pytest.approx(want.item(), rel=1e-6)
 
 
 def test_the_weightings_differ_when_queries_have_different_pair_counts():
