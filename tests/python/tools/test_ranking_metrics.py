@@ -145,3 +145,24 @@ def test_a_query_split_over_two_batches_equals_the_query_in_one_batch():
         [3, 10],
     )
     assert halves.values != whole.metrics
+
+
+def test_the_ranking_metrics_are_reported_metrics_of_the_registry():
+    from nnx_lab import MonitorSpec, StreamingMetrics
+    from nnx_lab.data.metrics import MetricSpec, metric_info, metric_names, register_reported_metric
+    from nnx_lab.errors import ConfigError
+
+    task = RankingTask(k=(3,))
+    assert [s.key for s in task.metric_specs()] == ["mrr_at_3", "recall_at_3", "ndcg_at_3"]
+    info = metric_info("ndcg_at_3")
+    assert info.reported
+    assert info.direction == "higher"
+    assert MonitorSpec("ndcg_at_3").mode == "max"  # no mode= needed
+    assert register_reported_metric("ndcg_at_3", "higher", "again") is info  # a no-op
+    with pytest.raises(ConfigError, match="registered otherwise"):
+        register_reported_metric("ndcg_at_3", "lower", "another direction")
+    with pytest.raises(ConfigError, match="registered otherwise"):
+        register_reported_metric("accuracy", "higher", "a built-in")
+    assert "ndcg_at_3" not in metric_names("categorical")  # no output gives it
+    with pytest.raises(ConfigError, match="reported by a custom evaluator"):
+        StreamingMetrics([MetricSpec("ndcg_at_3")], kind="regression")
