@@ -118,7 +118,7 @@ def main() -> None:
             line += f"{base_med / med:.3f} (median); target >= 0.95"
         print(line)
     apart = max(
-        float((a - b).abs().max())
+        float((a - b).detach().abs().max())
         for a, b in zip(
             nets["hand_written"].parameters(), nets["objective"].parameters(), strict=True
         )
