@@ -104,7 +104,7 @@ def test_a_batch_without_an_unequal_pair_contributes_nothing():
         (term,) = (
             RankingTask(weighting=weighting).objective()(torch.nn.Linear(5, 1), batch, _ctx()).terms
         )
-        assert float(term.numerator) == 0.0
+        assert term.numerator.item() == 0.0
         assert float(term.denominator) == 0.0
 
 
