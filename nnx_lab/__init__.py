@@ -117,6 +117,7 @@ _EXPORTS: dict[str, str] = {
     "DatasetSummary": "nnx_lab.widgets",
     "ModelSummary": "nnx_lab.widgets",
     "Interpretation": "nnx_lab.widgets",  # issue 28: the mistakes a model makes
+    "Sweep": "nnx_lab.widgets",  # issue 28: sweeps with parallel coordinates
     "open_in_panel": "nnx_lab.widgets",
     "list_runs": "nnx_lab.runs",
     "lr_finder": "nnx_lab.lr_sweep",

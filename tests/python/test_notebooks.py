@@ -167,6 +167,14 @@ def test_notebook_runs_headless(path: Path, tmp_path: Path, monkeypatch: pytest.
         assert re.search(r"^run \w{8} \(best\) on 'test': 271 rows, \d+ mistakes$", text, re.M)
         assert re.search(r"^the policy declines \d+ of the 24 top losses$", text, re.M), text
         assert re.search(r"^a model on 'test': 92 rows, MAE [\d.]+$", text, re.M), text
+    if path.name == "sweeps.ipynb":
+        # twelve trials raced, the best branched into the builder, then all read back
+        assert re.search(r"^Sweep: 12 of 12 trials done; best trial \d+ ", text, re.M), text
+        assert (
+            len(re.findall(r"^trial +\d+ seed \d+: .*\(finished, run \w{8}\)$", text, re.M)) == 12
+        )
+        assert "reused: 12" in text, text
+        assert "same best: True" in text, text
     if path.name == "custom_training.ipynb":
         _check_vae_section(text, workdir)
         _check_finetuning_section(text)

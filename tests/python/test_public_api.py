@@ -159,6 +159,8 @@ EXPECTED = {
     "lm_tasks",
     "GenerativeNNModel",
     "GenerationPlayground",
+    # issue 28: sweeps with parallel coordinates
+    "Sweep",
     # issue 26: ranking and retrieval evaluation (§3.7)
     "ranking",
 }
@@ -182,6 +184,7 @@ def test_the_widget_names_are_pinned():
         "LRFinderWidget",
         "ModelSummary",
         "PlanBuilder",
+        "Sweep",
         "TrainingMonitor",
         "open_in_panel",
     }
