@@ -107,6 +107,8 @@ _EXPORTS: dict[str, str] = {
     "data_splits": "nnx_lab.data_splits",
     "monitors": "nnx_lab.monitors",
     "trainer": "nnx_lab.trainer",
+    # issue 26: ranking and retrieval evaluation (§3.7)
+    "ranking": "nnx_lab.ranking",
     "preprocessing": "nnx_lab.preprocessing",
     "TrainingMonitor": "nnx_lab.widgets",
     "PlanBuilder": "nnx_lab.widgets",
@@ -174,6 +176,7 @@ _MODULES = (
     "link_tasks",
     "diffusion",
     "lm_tasks",
+    "ranking",
 )
 
 __all__ = ["__version__", *sorted(_EXPORTS)]

@@ -185,6 +185,8 @@ def test_notebook_runs_headless(path: Path, tmp_path: Path, monkeypatch: pytest.
         _check_diffusion_notebook(text, workdir)
     if path.name == "tiny_language_model.ipynb":
         _check_lm_notebook(text, workdir)
+    if path.name == "ranking_and_graphs.ipynb":
+        _check_ranking_section(text, workdir)
     if path.name in STOP_CELLS:
         match = STOPPED.search(text)
         assert match, text
@@ -209,6 +211,29 @@ def _check_lm_notebook(text: str, workdir: Path) -> None:
     assert [set(e["val"]["metrics"]) for e in epochs] == [{"perplexity", "token_accuracy"}] * 6
     assert all(e["val"].get("precision") is None for e in epochs)
     assert (workdir / "vocab.json").is_file()
+
+
+def _check_ranking_section(text: str, workdir: Path) -> None:
+    """NDCG@k per epoch in the log and the monitor, BEST at the highest NDCG@10, learned."""
+    found = re.search(r"^ranking run (\w+)$", text, re.M)
+    assert found, text
+    run_dir = workdir / "runs" / found.group(1)
+    lines = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    epochs = [ln for ln in lines if ln["event"] == "epoch_ended"]
+    assert len(epochs) == 8, text
+    ndcg = [e["val"]["metrics"]["ndcg_at_10"] for e in epochs]
+    assert all(e["selection"]["metric"] == "ndcg_at_10" for e in epochs)
+    assert all(e["val"]["extra"]["excluded_queries"] > 0 for e in epochs)  # counted
+    untrained = re.search(r"^untrained NDCG@10: ([\d.]+)$", text, re.M)
+    assert untrained, text
+    assert ndcg[-1] > float(untrained.group(1)) + 0.1, (ndcg, text)  # it learns to rank
+    best = re.search(r"^BEST is epoch (\d+)", text, re.M)
+    assert best, text
+    assert int(best.group(1)) == ndcg.index(max(ndcg)) + 1, (ndcg, text)
+    columns = re.search(r"^monitor epoch columns \(val\): (.+)$", text, re.M)
+    assert columns, text
+    for key in ("ndcg_at_10", "mrr_at_10", "recall_at_5", "loss"):
+        assert f"'{key}'" in columns.group(1), text
 
 
 def _check_vae_section(text: str, workdir: Path) -> None:

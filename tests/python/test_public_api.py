@@ -161,6 +161,8 @@ EXPECTED = {
     "GenerationPlayground",
     # issue 28: sweeps with parallel coordinates
     "Sweep",
+    # issue 26: ranking and retrieval evaluation (§3.7)
+    "ranking",
 }
 
 
@@ -209,6 +211,7 @@ MODULES = {
     "link_tasks",
     "diffusion",
     "lm_tasks",
+    "ranking",
 }
 
 
