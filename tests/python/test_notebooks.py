@@ -187,12 +187,25 @@ def test_notebook_runs_headless(path: Path, tmp_path: Path, monkeypatch: pytest.
         _check_lm_notebook(text, workdir)
     if path.name == "ranking_and_graphs.ipynb":
         _check_ranking_section(text, workdir)
+        _check_graphs_section(text, workdir)
     if path.name in STOP_CELLS:
         match = STOPPED.search(text)
         assert match, text
         run_dir = workdir / "runs" / match.group(1)
         assert (run_dir / "checkpoints" / "last.json").is_file()
         assert yaml.safe_load((run_dir / "metadata.yaml").read_text())["status"] == "stopped"
+
+
+def _check_graphs_section(text: str, workdir: Path) -> None:
+    """Node, graph and link runs recorded; their printed scores in range."""
+    for kind in ("node", "graph"):
+        found = re.search(rf"^{kind} run (\w+): (?:test|val) accuracy ([\d.]+)", text, re.M)
+        assert found, text
+        assert (workdir / "runs" / found.group(1) / "metrics.jsonl").is_file()
+        assert 0.0 <= float(found.group(2)) <= 1.0, text
+    link = re.search(r"^\{.*'auroc': ([\d.]+)", text, re.M)
+    assert link, text
+    assert 0.5 < float(link.group(1)) <= 1.0, text  # the links score better than chance
 
 
 def _check_lm_notebook(text: str, workdir: Path) -> None:
