@@ -1,16 +1,28 @@
 """``Nets.TRANSFORMER`` (``TransformerNN``, decoder-only) and ``Nets.VIT`` (``ViTNN``):
 pre-norm blocks of multi-head self-attention (``scaled_dot_product_attention``) and a
-GELU MLP, shared by both."""
+GELU MLP, shared by both.
+
+``TransformerNN.forward`` also takes learned context, for prefix and prompt tuning
+(``nnx_lab.peft``) or any caller that conditions a frozen network: ``prompt`` (embeddings
+put before the tokens' own, their outputs dropped) and ``prefix`` (one ``(keys,
+values)`` pair per block, attended by every token ahead of the causal window). Without
+either, the forward is the plain one, operation for operation.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..errors import ConfigError
 from .transformer_params import NNTransformerParams, NNViTParams
 
 __all__ = ["TransformerNN", "ViTNN"]
+
+KeyValues = tuple[torch.Tensor, torch.Tensor]  # (keys, values) of a block's prefix
 
 
 def _rope(x: torch.Tensor, base: float) -> torch.Tensor:
@@ -32,14 +44,24 @@ class _Attention(nn.Module):
         self.qkv = nn.Linear(d_model, 3 * d_model)
         self.out = nn.Linear(d_model, d_model)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, prefix: KeyValues | None = None) -> torch.Tensor:
         n, t, d = x.shape
         q, k, v = self.qkv(x).view(n, t, 3, self.n_heads, d // self.n_heads).permute(2, 0, 3, 1, 4)
         if self.rope is not None:
             q, k = _rope(q, self.rope), _rope(k, self.rope)
-        y = F.scaled_dot_product_attention(
-            q, k, v, is_causal=self.causal, dropout_p=self.dropout if self.training else 0.0
-        )
+        p = self.dropout if self.training else 0.0
+        if prefix is None:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=self.causal, dropout_p=p)
+        else:
+            pk, pv = (z.expand(n, -1, -1, -1) for z in prefix)  # shared or per sample
+            k, v = torch.cat((pk.to(k.dtype), k), dim=2), torch.cat((pv.to(v.dtype), v), dim=2)
+            mask = None
+            if self.causal:  # every token sees the whole prefix, then its own past
+                seen = torch.ones(t, pk.shape[2], dtype=torch.bool, device=x.device)
+                mask = torch.cat(
+                    (seen, torch.ones(t, t, dtype=torch.bool, device=x.device).tril()), 1
+                )
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
         return self.out(y.transpose(1, 2).reshape(n, t, d))
 
 
@@ -64,8 +86,8 @@ class _Block(nn.Module):
             nn.Dropout(dropout),
         )
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = x + self.attn(self.norm1(x))
+    def forward(self, x: torch.Tensor, prefix: KeyValues | None = None) -> torch.Tensor:
+        x = x + self.attn(self.norm1(x), prefix)
         return x + self.mlp(self.norm2(x))
 
 
@@ -86,11 +108,45 @@ class TransformerNN(nn.Module):
         if p.tie_embeddings:
             self.head.weight = self.embed.weight
 
-    def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        x = self.drop(self.embed(ids))
-        for block in self.blocks:
-            x = block(x)
-        return self.head(self.norm(x))
+    def forward(
+        self,
+        ids: torch.Tensor,
+        *,
+        prompt: torch.Tensor | None = None,
+        prefix: Sequence[KeyValues] | None = None,
+    ) -> torch.Tensor:
+        """``prompt``: ``(P, d_model)`` or ``(N, P, d_model)`` embeddings put before the
+        tokens (the logits keep the tokens' ``T`` positions). ``prefix``: one ``(keys,
+        values)`` per block, each ``(n_heads, P, head_dim)`` or ``(N, n_heads, P,
+        head_dim)``, already positioned (no rotary applied to them)."""
+        if prompt is None and prefix is None:
+            x = self.drop(self.embed(ids))
+            for block in self.blocks:
+                x = block(x)
+            return self.head(self.norm(x))
+        return self._conditioned(ids, prompt, prefix)
+
+    def _conditioned(
+        self,
+        ids: torch.Tensor,
+        prompt: torch.Tensor | None,
+        prefix: Sequence[KeyValues] | None,
+    ) -> torch.Tensor:
+        x = self.embed(ids)
+        if prompt is not None:
+            lead = prompt.expand(x.shape[0], -1, -1) if prompt.dim() == 2 else prompt
+            x = torch.cat((lead.to(x.dtype), x), dim=1)
+        if prefix is not None and len(prefix) != len(self.blocks):
+            raise ConfigError(
+                "TransformerNN.forward(prefix)",
+                f"{len(prefix)} (keys, values) pairs",
+                f"the network has {len(self.blocks)} blocks: pass one pair per block",
+            )
+        x = self.drop(x)
+        for i, block in enumerate(self.blocks):
+            x = block(x, None if prefix is None else prefix[i])
+        logits = self.head(self.norm(x))
+        return logits if prompt is None else logits[:, -ids.shape[1] :]
 
 
 class ViTNN(nn.Module):
