@@ -56,7 +56,7 @@ class PeftLayer(nn.Module):
 
 def net_of(module: Any, field: str = "module") -> nn.Module:
     """The network of an ``NNModel`` (its ``.net``) or a bare ``nn.Module``."""
-    net = getattr(module, "net", module)
+    net = module if isinstance(module, nn.Module) else getattr(module, "net", module)
     if not isinstance(net, nn.Module):
         raise ConfigError(field, type(module).__name__, "pass an nn.Module or an NNModel")
     return net

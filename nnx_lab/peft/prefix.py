@@ -5,7 +5,8 @@ that every token attends to before its own causal window (``2 * n_layers * n_pre
 d_model`` values). ``PromptTuner(net, n_prompt)`` learns ``n_prompt`` input embeddings
 put before the tokens' own (``n_prompt * d_model`` values). Both freeze every parameter
 of ``net`` and call its forward with ``prefix=`` / ``prompt=`` (the network's general
-conditioning arguments); the logits keep the tokens' ``(N, T, vocab)`` shape, so the
+conditioning arguments); the network is kept as ``.base``.
+The logits keep the tokens' ``(N, T, vocab)`` shape, so the
 tuner trains as the network would (``NNModel(module=tuner)``, ``CausalLMTask``).
 """
 
@@ -47,14 +48,14 @@ class _Tuner(PeftLayer):
 
     def __init__(self, net: TransformerNN, n: int) -> None:
         super().__init__()
-        self.net, self.n_tokens = net, n
+        self.base, self.n_tokens = net, n
         net.requires_grad_(False)
         attn = net.blocks[0].attn
         self.n_layers, self.n_heads = len(net.blocks), attn.n_heads
         self.head_dim = net.embed.embedding_dim // attn.n_heads
 
     def base_tensors(self) -> dict[str, torch.Tensor]:
-        return dict(self.net.named_parameters(prefix="net"))
+        return dict(self.base.named_parameters(prefix="base"))
 
     def adapter_config(self) -> dict[str, Any]:
         return {"n_tokens": self.n_tokens}
@@ -77,7 +78,7 @@ class PrefixTuner(_Tuner):
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         pairs = list(zip(self.prefix_keys, self.prefix_values, strict=True))
-        return self.net(ids, prefix=pairs)
+        return self.base(ids, prefix=pairs)
 
     def adapter_tensors(self) -> dict[str, torch.Tensor]:
         return {"prefix_keys": self.prefix_keys, "prefix_values": self.prefix_values}
@@ -96,7 +97,7 @@ class PromptTuner(_Tuner):
         self.prompt = nn.Parameter(_draw(shape, net.embed.weight, seed))
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        return self.net(ids, prompt=self.prompt)
+        return self.base(ids, prompt=self.prompt)
 
     def adapter_tensors(self) -> dict[str, torch.Tensor]:
         return {"prompt": self.prompt}
