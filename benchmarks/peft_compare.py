@@ -104,9 +104,8 @@ def main() -> int:
     torch.set_num_threads(1)
     batches = data(args.steps)
     print(f"peft {peft.__version__}, torch {torch.__version__}, {args.steps} steps of Adam")
-    print(
-        "| method | trainable (nnx_lab.peft) | trainable (peft) | loss (nnx_lab.peft) | loss (peft) |"
-    )
+    sides = "trainable (nnx_lab.peft) | trainable (peft) | loss (nnx_lab.peft) | loss (peft)"
+    print(f"| method | {sides} |")
     print("|---|---|---|---|---|")
     for kind in ("LoRA", "DoRA", "IA3"):
         ref = theirs(kind)

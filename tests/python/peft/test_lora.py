@@ -109,7 +109,7 @@ def test_merging_gives_the_same_predictions_and_plain_linears(apply):
     assert merge_adapters(net) == ("0", "4")
     assert [type(m) for m in net] == [nn.Linear, nn.ReLU, nn.Linear, nn.ReLU, nn.Linear]
     assert not torch.equal(net(x), _net()(x))  # the adaptation is inside the weights
-    torch.testing.assert_close(net(x), before, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(net(x), before)  # fp32: atol 1e-5, rtol 1.3e-6
 
 
 def test_dora_and_ia3_train_their_documented_counts():
