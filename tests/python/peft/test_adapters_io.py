@@ -194,3 +194,30 @@ def test_a_tuner_trains_through_nnmodel_and_only_its_tokens_move(runs_root, kind
     )
     assert all(torch.equal(base[k], v) for k, v in tuner.base.state_dict().items())
     assert all(not torch.equal(learned[k], v) for k, v in tuner.adapter_tensors().items())
+
+
+def _reference_forward(net: TransformerNN, ids: torch.Tensor) -> torch.Tensor:
+    """The plain decoder forward written out from the network's own layers: what
+    TransformerNN computed before it took prompt= and prefix=."""
+    import torch.nn.functional as F
+
+    from nnx_lab.engine.nets_transformer import _rope
+
+    x = net.drop(net.embed(ids))
+    for block in net.blocks:
+        a, h = block.attn, block.norm1(x)
+        n, t, d = h.shape
+        q, k, v = a.qkv(h).view(n, t, 3, a.n_heads, d // a.n_heads).permute(2, 0, 3, 1, 4)
+        q, k = _rope(q, a.rope), _rope(k, a.rope)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + a.out(y.transpose(1, 2).reshape(n, t, d))
+        x = x + block.mlp(block.norm2(x))
+    return net.head(net.norm(x))
+
+
+def test_without_prompt_or_prefix_the_transformer_is_the_plain_one_bit_for_bit():
+    net = _transformer().eval()
+    ids = torch.randint(0, 40, (3, 9))
+    assert torch.equal(net(ids), _reference_forward(net, ids))
+    with pytest.raises(ConfigError, match="one pair per block"):
+        net(ids, prefix=[(torch.zeros(4, 2, 4), torch.zeros(4, 2, 4))])
