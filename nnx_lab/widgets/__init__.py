@@ -1,7 +1,8 @@
 """nnx-lab's JupyterLab widgets (anywidget): the live TrainingMonitor, the PlanBuilder
 form, the DriftReport table, the LRFinderWidget sweep, the CalibrationExplorer and
-AbstentionExplorer, the DatasetSummary and ModelSummary tables, and ``open_in_panel`` (a run in the
-JupyterLab runs panel).
+AbstentionExplorer, the DatasetSummary and ModelSummary tables, the Interpretation of a
+model's mistakes, the GenerationPlayground of a language model, and ``open_in_panel``
+(a run in the JupyterLab runs panel).
 
 The front end is built from ``js/`` into ``nnx_lab/static/`` by ``npm run build``
 (``pip install -e .`` runs it). The wire protocol is in ``_protocol.py``. The
@@ -27,6 +28,8 @@ __all__ = [
     "CalibrationExplorer",
     "DatasetSummary",
     "DriftReport",
+    "GenerationPlayground",
+    "Interpretation",
     "LRFinderWidget",
     "ModelSummary",
     "PlanBuilder",
@@ -39,6 +42,8 @@ _LAZY = {
     "AbstentionExplorer": "._abstention",
     "DatasetSummary": "._dataset_summary",
     "ModelSummary": "._model_summary",
+    "Interpretation": "._interpretation",
+    "GenerationPlayground": "._playground",
 }
 
 

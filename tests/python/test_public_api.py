@@ -58,6 +58,10 @@ EXPECTED = {
     "NNRun",
     "NNSchedulerParams",
     "NNTabularDataset",
+    "NNGraphDataset",
+    "graphs",
+    "graph_tasks",
+    "link_tasks",
     "NNTrainParams",
     "Nets",
     "Optims",
@@ -148,6 +152,14 @@ EXPECTED = {
     "frozen",
     "load_pretrained",
     "unfreeze",
+    # issue 25: denoising diffusion (§3.3)
+    "diffusion",
+    # issue 28: the mistakes a model makes
+    "Interpretation",
+    # issue 26: causal language models (§3.6)
+    "lm_tasks",
+    "GenerativeNNModel",
+    "GenerationPlayground",
 }
 
 
@@ -164,6 +176,8 @@ def test_the_widget_names_are_pinned():
         "CalibrationExplorer",
         "DatasetSummary",
         "DriftReport",
+        "Interpretation",
+        "GenerationPlayground",
         "LRFinderWidget",
         "ModelSummary",
         "PlanBuilder",
@@ -189,6 +203,11 @@ MODULES = {
     "seeding",
     "monitors",
     "trainer",
+    "graphs",
+    "graph_tasks",
+    "link_tasks",
+    "diffusion",
+    "lm_tasks",
 }
 
 

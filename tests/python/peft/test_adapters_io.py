@@ -221,3 +221,7 @@ def test_without_prompt_or_prefix_the_transformer_is_the_plain_one_bit_for_bit()
     assert torch.equal(net(ids), _reference_forward(net, ids))
     with pytest.raises(ConfigError, match="one pair per block"):
         net(ids, prefix=[(torch.zeros(4, 2, 4), torch.zeros(4, 2, 4))])
+    from nnx_lab.engine.nets_transformer import KVCache
+
+    with pytest.raises(ConfigError, match="not supported"):
+        net(ids, KVCache(), prompt=torch.zeros(2, 16))

@@ -21,13 +21,23 @@ import torch
 import traitlets as t
 
 import nnx_lab.widgets as widgets
-from nnx_lab import ExperimentPlan, NNTabularDataset, ProbabilitySpec, prediction_from_logits
+from nnx_lab import (
+    ExperimentPlan,
+    NNModel,
+    NNModelParams,
+    NNParams,
+    NNTabularDataset,
+    ProbabilitySpec,
+    prediction_from_logits,
+)
 from nnx_lab.data_splits import SplitManifest
 from nnx_lab.widgets import (
     AbstentionExplorer,
     CalibrationExplorer,
     DatasetSummary,
     DriftReport,
+    GenerationPlayground,
+    Interpretation,
     LRFinderWidget,
     ModelSummary,
     PlanBuilder,
@@ -49,6 +59,16 @@ PAGE_TRAITS = {
     CalibrationExplorer: {"temperature", "path"},
     DatasetSummary: set(),
     DriftReport: {"changed_only"},
+    Interpretation: {"normalize", "cell"},
+    GenerationPlayground: {
+        "prompt",
+        "temperature",
+        "top_k",
+        "top_p",
+        "seed",
+        "n",
+        "max_new_tokens",
+    },
     LRFinderWidget: {"chosen_lr"},
     ModelSummary: {"query", "collapsed"},
     PlanBuilder: set(),
@@ -84,8 +104,18 @@ def make(cls, tmp_path):
     if cls is DriftReport:
         plan = plan_for(tmp_path)
         return DriftReport(plan, plan.with_lr(0.01))
+    if cls is Interpretation:
+        net = NNModel(NNParams(input_dim=3, output_dim=2, hidden_dims=[4]), NNModelParams())
+        return Interpretation(net, (torch.rand(5, 3), torch.tensor([0, 1, 0, 1, 1])))
     if cls is ModelSummary:
         return ModelSummary(torch.nn.Sequential(torch.nn.Linear(3, 2)), live=False)
+    if cls is GenerationPlayground:
+        from nnx_lab import NNTransformerParams
+        from nnx_lab.engine.nets_transformer import TransformerNN
+        from nnx_lab.lm_tasks import CharTokenizer
+
+        net = TransformerNN(NNTransformerParams(vocab_size=5, n_layers=1, d_model=8, n_heads=2))
+        return GenerationPlayground(net, CharTokenizer("abc"), "ab", max_new_tokens=3)
     if cls is DatasetSummary:
         frame = pd.DataFrame({"id": range(6), "a": [1.0, 2, 3, 4, 5, 6], "y": list("xyxyxy")})
         split = SplitManifest(train=(0, 1, 2, 3), val=(4,), test=(5,))
