@@ -138,6 +138,7 @@ _EXPORTS: dict[str, str] = {
     # NNx's submodules and names a porting user imports from the top level
     "calibration": "nnx_lab.calibration",
     "abstention": "nnx_lab.abstention",
+    "peft": "nnx_lab.peft",  # §3.5: LoRA, DoRA, IA3, adapters, prefix and prompt tuning
     "streaming": "nnx_lab.streaming",
     "seeding": "nnx_lab.seeding",
     "set_seed": "nnx_lab.seeding",
@@ -167,6 +168,7 @@ _MODULES = (
     "distributed",
     "calibration",
     "abstention",
+    "peft",
     "streaming",
     "seeding",
     "monitors",
