@@ -80,6 +80,7 @@ class HealthProbe:
         self._alive: dict[str, torch.Tensor] = {}
         self._handles: list[Any] = []
         self._epoch = 0
+        self._last = 0  # the update count at the last step's end
 
     # -- binding -------------------------------------------------------------------------
     def bind(
@@ -106,6 +107,7 @@ class HealthProbe:
 
     # -- the sink ------------------------------------------------------------------------
     def on_run_started(self, event: RunStarted) -> None:
+        self._last = event.start_step
         if self._emit is not None:
             self._arm(event.start_step + 1)
 
@@ -115,10 +117,16 @@ class HealthProbe:
     def on_step_ended(self, event: StepEnded) -> None:
         if self._emit is None:
             return
-        if event.step == self._armed:
+        # a loop step may hold several updates (the Trainer's G and D): it is sampled
+        # when it reaches the armed update, and the next one is armed when the next
+        # step, as long as this one, reaches a multiple of ``every``
+        stride = max(1, event.step - self._last)
+        self._last = event.step
+        if self._armed is not None and event.step >= self._armed:
             self._sample(event.step, event.epoch)
-        if (event.step + 1) % self.every == 0:
-            self._arm(event.step + 1)
+        nxt = (event.step // self.every + 1) * self.every
+        if event.step + stride >= nxt:
+            self._arm(nxt)
 
     def on_step_metrics(self, event: StepMetrics) -> None:
         self._read_back()
