@@ -142,6 +142,10 @@ _EXPORTS: dict[str, str] = {
     "LoadPretrainedResult": "nnx_lab.engine.pretrained",
     # issue 23: the batched fast path for tensor data, on by default
     "set_fast_batches": "nnx_lab.engine.fast_batches",
+    # issue 28: gradient health and the pre-flight
+    "HealthProbe": "nnx_lab.engine.handlers",
+    "preflight": "nnx_lab.preflight",
+    "PreflightReport": "nnx_lab.preflight",
 }
 
 _MODULES = (
@@ -157,6 +161,7 @@ _MODULES = (
     "seeding",
     "monitors",
     "trainer",
+    "preflight",
 )
 
 __all__ = ["__version__", *sorted(_EXPORTS)]

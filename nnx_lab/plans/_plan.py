@@ -416,6 +416,14 @@ class ExperimentPlan:
         assert train is not None  # validate() refuses a plan without training data
         return _execution.sweep_lr(plan._resolve(), train, kwargs)
 
+    def preflight(self, **kwargs: Any) -> Any:
+        """``nnx_lab.preflight`` on the model ``fit()`` would build (docs/health.md):
+        data, gradients, overfitting one batch, an LR sweep; nothing is written."""
+        from ..preflight import preflight
+
+        model, params, _ = self.materialize()
+        return preflight(model, params, **kwargs)
+
     def materialize(self) -> tuple[Any, Any, list[Any]]:
         """What ``fit()`` trains: seeds, calls the factories once, builds the model.
 
