@@ -15,6 +15,8 @@ from typing import Any
 
 import traitlets as t
 
+from ._base import never_breaks
+
 __all__ = ["MAX_COLUMNS", "MonitorHealth"]
 
 MAX_COLUMNS = 400
@@ -48,13 +50,8 @@ class MonitorHealth(t.HasTraits):
         self._health_alerts: dict[str, dict[str, Any]] = {}
         self.health = {}
 
+    @never_breaks("training")
     def on_health(self, event: Any) -> None:
-        try:
-            self._add_health(event)
-        except Exception:  # the view never breaks training
-            pass
-
-    def _add_health(self, event: Any) -> None:
         with self._lock:  # type: ignore[attr-defined]
             if list(event.names) != self._health_names:
                 self._health_cols = []  # another network: start over
