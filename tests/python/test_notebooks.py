@@ -167,6 +167,14 @@ def test_notebook_runs_headless(path: Path, tmp_path: Path, monkeypatch: pytest.
         _check_finetuning_section(text)
     if path.name == "share_a_run.ipynb":
         _check_share_notebook(text, workdir)
+    if path.name == "inside_a_run.ipynb":
+        # the bad init's gradients vanish in the first layer; He init fixes it and learns
+        assert "bad init: the gradient of layers.0.weight vanished at step 1" in text, text
+        assert "fixed init: problems None" in text, text
+        error = re.search(r"fixed init: .*validation error ([\d.]+)", text)
+        assert error and float(error.group(1)) < 0.5, text  # chance: 0.9
+        assert "layers.4.weight, layers.4.bias are frozen" in text, text
+        assert "gradients after the fix: pass" in text, text
     if path.name in STOP_CELLS:
         match = STOPPED.search(text)
         assert match, text
