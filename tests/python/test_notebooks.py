@@ -172,7 +172,8 @@ def test_notebook_runs_headless(path: Path, tmp_path: Path, monkeypatch: pytest.
         assert "bad init: the gradient of layers.0.weight vanished at step 1" in text, text
         assert "fixed init: problems None" in text, text
         error = re.search(r"fixed init: .*validation error ([\d.]+)", text)
-        assert error and float(error.group(1)) < 0.5, text  # chance: 0.9
+        assert error, text
+        assert float(error.group(1)) < 0.5, text  # chance: 0.9
         assert "layers.4.weight, layers.4.bias are frozen" in text, text
         assert "gradients after the fix: pass" in text, text
     if path.name in STOP_CELLS:
