@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 import torch
@@ -317,8 +318,6 @@ def _ratio(delta: float, base: float) -> float | None:
 
 
 def _with(record: HealthRecord, **changes: Any) -> HealthRecord:
-    from dataclasses import replace
-
     return replace(record, **changes)
 
 
