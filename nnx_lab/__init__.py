@@ -157,6 +157,10 @@ _EXPORTS: dict[str, str] = {
     "lm_tasks": "nnx_lab.lm_tasks",
     "GenerativeNNModel": "nnx_lab.lm_tasks",
     "GenerationPlayground": "nnx_lab.widgets",
+    # issue 28: gradient health and the pre-flight
+    "HealthProbe": "nnx_lab.engine.handlers",
+    "preflight": "nnx_lab.preflight",
+    "PreflightReport": "nnx_lab.preflight",
 }
 
 _MODULES = (
@@ -179,6 +183,7 @@ _MODULES = (
     "diffusion",
     "lm_tasks",
     "ranking",
+    "preflight",
 )
 
 __all__ = ["__version__", *sorted(_EXPORTS)]

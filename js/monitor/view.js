@@ -12,6 +12,7 @@ import { composePng, maybeSnapshot } from "./export.js";
 import { renderEpochs } from "./epochs.js";
 import { buildHeader, renderHeader } from "./header.js";
 import { buildFigures, onFigureMessage, renderFigures } from "./figures.js";
+import { buildHealth, renderHealth } from "./health.js";
 import { RaceTable, isLaneSeries, laneColor, laneSeries, lanesKey } from "./race.js";
 import { setYTitle, taskView } from "./task.js";
 import { onReportMessage, renderReport } from "./report.js";
@@ -50,6 +51,7 @@ export class MonitorView extends SeriesView {
     for (const name of ["task_kind", "monitor_metric", "monitor_mode"]) this._on(`change:${name}`, () => this._onTask());
     this._on("change:runs", () => this._onRuns());
     this._on("change:figures", () => renderFigures(this));
+    this._on("change:health", () => renderHealth(this));
     this._on("msg:custom", (msg, buffers) => onFigureMessage(this, msg, buffers));
     this._on("msg:custom", (msg) => onReportMessage(this, msg));
     this._onRuns();
@@ -59,6 +61,7 @@ export class MonitorView extends SeriesView {
     this._onTask();
     this.sync.hello();
     renderFigures(this);
+    renderHealth(this);
   }
 
   _build() {
@@ -70,6 +73,7 @@ export class MonitorView extends SeriesView {
     this.root.append(header, this.nonfinite, this.raceTable.root, toolbar);
     buildCharts(this, this.root);
     buildFigures(this, this.root.querySelector(".nnx-charts"));
+    buildHealth(this, this.root.querySelector(".nnx-charts"));
     this.note = h("p", { class: "nnx-note", "data-testid": "note" });
     this.note.hidden = true;
     this.table = new PagedTable({ label: "Per-epoch metrics", pageSize: 20 });

@@ -39,8 +39,27 @@ export class PlanBuilderView extends WidgetView {
     for (const name of TRAITS) this._on(`change:${name}`, () => this._refresh());
     this._on("change:error", () => this._error());
     this._on("change:monitor", () => this._showMonitor());
+    this._on("change:preflight_report", () => this._preflight());
     this._buildForm();
     this._showMonitor();
+    this._preflight();
+  }
+
+  /** The last pre-flight's report: one row per check, a pass or its problem and fix. */
+  _preflight() {
+    const report = this.model.get("preflight_report") || {};
+    const checks = report.checks || [];
+    this.preflightBox.hidden = !checks.length;
+    this.preflightBox.replaceChildren(
+      h("caption", { text: `Pre-flight: ${report.passed ? "pass" : "problems"}` }),
+      ...checks.map((c) =>
+        h("tr", { "data-testid": `preflight-${c.name}`, class: c.passed ? "nnx-pb-pass" : "nnx-pb-fail" }, [
+          h("td", { text: c.passed ? "✓" : "✗" }),
+          h("th", { text: c.name }),
+          h("td", { text: c.passed ? "pass" : `${c.problem}${c.fix ? ` — ${c.fix}` : ""}` }),
+        ]),
+      ),
+    );
   }
 
   _send(content) {
@@ -85,10 +104,15 @@ export class PlanBuilderView extends WidgetView {
       if (e.key === "Enter") this._branch();
     });
     this.fitBranchesButton = button("Fit branches", "fit-branches", () => this._action("fit_branches"));
+    this.preflightButton = button("Pre-flight", "preflight", () => this._action("preflight"));
+    this.preflightButton.title = "Quick checks before a long fit: data, gradients, overfit one batch, LR sweep (nothing written)";
+    this.preflightBox = h("table", { class: "nnx-pb-preflight", "data-testid": "preflight-report", "aria-label": "Pre-flight report" });
+    this.preflightBox.hidden = true;
     this.resetButton = button("Reset", "reset", () => this._action("reset"));
     this.resetButton.title = "Back to the plan the builder started from (branches are kept)";
     const actions = h("div", { class: "nnx-pb-actions", role: "toolbar", "aria-label": "Plan actions" }, [
       this.fitButton,
+      this.preflightButton,
       processes,
       h("span", { class: "nnx-pb-sep" }),
       this.branchName,
@@ -100,7 +124,7 @@ export class PlanBuilderView extends WidgetView {
     this.branchBox = h("ul", { class: "nnx-pb-branches", "data-testid": "branches", "aria-label": "Branches" });
     this._makeError("plan-error");
     this.monitorSlot = h("div", { class: "nnx-pb-monitor", "data-testid": "monitor-slot" });
-    this.root.append(header, this.problemBox, this.objectsBox, this.form, actions, this.blockedNote, this.processesError, this.branchBox, this.error, this.monitorSlot);
+    this.root.append(header, this.problemBox, this.objectsBox, this.form, actions, this.blockedNote, this.processesError, this.preflightBox, this.branchBox, this.error, this.monitorSlot);
   }
 
   /** One input per field, in sections; rebuilt only when the fields themselves change. */

@@ -39,6 +39,7 @@ from .handlers import (
     adapt_callbacks,
     tqdm_disabled,
 )
+from .handlers.gradient_health import bind_probes
 from .handlers.run_directory import RunEndRecord, write_end_record
 from .loop import RunInfo, TrainingLoop
 from .objective_ddp import DistributedObjectiveStep
@@ -298,6 +299,14 @@ def assemble_loop(
         raise
 
 
+def _owners(optimizer: Any, train_step_fn: Any) -> dict[str | None, list[Any]]:
+    """Each optimizer's tensors: the Trainer's by name, else the one optimizer's."""
+    named = getattr(train_step_fn, "optimizers", None)
+    if isinstance(named, dict) and named:
+        return {k: [p for g in o.param_groups for p in g["params"]] for k, o in named.items()}
+    return {None: [p for g in optimizer.param_groups for p in g["params"]]}
+
+
 def own_state(*objects: Any) -> list[Any]:
     """The objective's and the step's own state (a generator, an EMA) travel with the
     checkpoints as a component's does."""
@@ -349,6 +358,8 @@ def _assemble(
     else:
         step = DistributedTrainStep(*parts, collective=distributed)
     step.forward_net = compiled_net(model, model.net, model.trained_params().compile)
+    if distributed is None or distributed.rank == 0:  # rank 0's synchronized gradients
+        bind_probes(callbacks, model.net, _owners(optimizer, train_step_fn), bus)
     # fp32 has no scaler or gradient check: the loss itself is checked before the update.
     # A rank of a DDP run leaves it to the collective flush (a lone raise would hang).
     step.guard_loss = params.stop_on_nonfinite and not precision.reduced and distributed is None

@@ -434,6 +434,14 @@ class ExperimentPlan:
 
         return run_sweep(self, space, n_trials=n_trials, search=search, seed=seed, **options)
 
+    def preflight(self, **kwargs: Any) -> Any:
+        """``nnx_lab.preflight`` on the model ``fit()`` would build (docs/health.md):
+        data, gradients, overfitting one batch, an LR sweep; nothing is written."""
+        from ..preflight import preflight
+
+        model, params, _ = self.materialize()
+        return preflight(model, params, **kwargs)
+
     def materialize(self) -> tuple[Any, Any, list[Any]]:
         """What ``fit()`` trains: seeds, calls the factories once, builds the model.
 

@@ -31,6 +31,7 @@ from ._schemas.log import (
     LOG_LINE_KINDS,
     CheckpointLine,
     EpochLine,
+    HealthLine,
     LogLine,
     RunFinishedLine,
     RunStartedLine,
@@ -45,6 +46,7 @@ __all__ = [
     "EpochStarted",
     "Event",
     "FigureReady",
+    "HealthRecord",
     "RunEnding",
     "RunFinished",
     "RunStarted",
@@ -273,9 +275,40 @@ class FigureReady(Event):
     data: bytes
 
 
+@dataclass(frozen=True)
+class HealthRecord(Event):
+    """Gradient health at one optimizer step (``HealthProbe``): per parameter tensor,
+    in the network's order, its gradient norm (None: no gradient reached it), weight
+    norm and update-to-weight ratio (None: no update measured); ``dead`` is each
+    hooked activation's fraction of units that no row of the batch switched on;
+    ``alerts`` the problems first seen at this step (kind, layer, step, value)."""
+
+    kind: ClassVar[str] = "health"
+    hook: ClassVar[str] = "on_health"
+
+    step: int
+    epoch: int
+    names: list[str]
+    modules: list[str]
+    grad_norm: list[float | None]
+    weight_norm: list[float | None]
+    update_ratio: list[float | None]
+    optimizers: list[str | None] | None = None  # the Trainer's optimizer of each tensor
+    dead: dict[str, float | None] | None = None
+    alerts: list[dict[str, Any]] | None = None
+
+
 _KINDS: dict[str, type[Event]] = {
     cls.kind: cls
-    for cls in (RunStarted, StepEnded, StepMetrics, EpochEnded, CheckpointWritten, RunFinished)
+    for cls in (
+        RunStarted,
+        StepEnded,
+        StepMetrics,
+        EpochEnded,
+        CheckpointWritten,
+        RunFinished,
+        HealthRecord,
+    )
 }
 
 # Hooks of the events a log never holds (they only exist while a loop runs).
@@ -353,6 +386,7 @@ _LINE_EVENTS: dict[type, type[Event]] = {
     EpochLine: EpochEnded,
     CheckpointLine: CheckpointWritten,
     RunFinishedLine: RunFinished,
+    HealthLine: HealthRecord,
 }
 _FIELDS: dict[type, tuple[str, ...]] = {}
 

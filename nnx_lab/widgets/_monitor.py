@@ -30,6 +30,7 @@ from ..engine.events import (
 from ..runs import request_stop
 from ._base import NNxWidget, never_breaks
 from ._monitor_figures import MonitorFigures
+from ._monitor_health import MonitorHealth
 from ._monitor_jobs import MonitorJobs
 from ._monitor_progress import RunProgress
 from ._monitor_replay import MonitorReplay
@@ -81,7 +82,13 @@ def _positive_int(value: Any, name: str, least: int) -> int:
 
 
 class TrainingMonitor(
-    MonitorJobs, MonitorReplay, MonitorText, MonitorFigures, MonitorReport, NNxWidget
+    MonitorJobs,
+    MonitorReplay,
+    MonitorText,
+    MonitorFigures,
+    MonitorReport,
+    MonitorHealth,
+    NNxWidget,
 ):
     """Live charts and counters of a training run, in JupyterLab or a notebook.
 
@@ -172,6 +179,7 @@ class TrainingMonitor(
         smoothing: float = 0.9,
         max_points: int = 100_000,
         max_epochs: int = 20_000,
+        health: Any = False,
     ) -> None:
         if not 0.01 <= update_interval <= 10:
             raise ValueError(
@@ -201,6 +209,7 @@ class TrainingMonitor(
         self._init_replay()
         self._init_text()
         self._init_figures()
+        self._init_health(health)  # health=True: the run attaches its HealthProbe
         # a race or a comparison: one lane per run (see _race)
         self._lanes: list[RaceLane] = []
         self._lane_ids = itertools.count()
@@ -224,6 +233,7 @@ class TrainingMonitor(
             self._snapshot_png = None
             self.snapshot_of = ""
             self._clear_figures()
+            self._clear_health()
             with self.hold_sync():
                 self.run_id = ""
                 self.runs_root = ""

@@ -31,6 +31,7 @@ from ..plans import ExperimentPlan, PlanError, Problems
 from ..runs import effective_status, read_record, resolve_runs_root, run_dir
 from ._base import NNxWidget
 from ._plan_builder_fit import PlanBuilderFits
+from ._plan_builder_preflight import PlanBuilderPreflight
 from ._plan_form import (
     PREVIEW_MAX_PARAMETERS,
     branch_rows,
@@ -54,7 +55,7 @@ _RUN_ID_DELAY_S = 0.25  # a burst of edits computes the run id once
 _BRANCH_NAME = re.compile(r"^[\w .,:+=()-]{1,40}$")
 
 
-class PlanBuilder(PlanBuilderFits, NNxWidget):
+class PlanBuilder(PlanBuilderFits, PlanBuilderPreflight, NNxWidget):
     """A form for an ``ExperimentPlan``: live validation, the run id, Fit, Branch, Reset.
 
     ``PlanBuilder(plan)`` starts from ``plan`` (``PlanBuilder()`` from an empty one).

@@ -431,3 +431,25 @@ describe("built plan_builder bundle", () => {
     expect(model.listenerCount()).toBe(0);
   });
 });
+
+describe("PlanBuilder view: pre-flight", () => {
+  it("the button asks the kernel; the report shows a row per check with its problem", async () => {
+    const model = builderModel({ preflight_report: {} });
+    view = new PlanBuilderView(model, el);
+    await settle();
+    expect(q("preflight-report").hidden).toBe(true);
+    q("preflight").click();
+    expect(model.sent.map((m) => m.content.kind)).toEqual(["preflight"]);
+    model.set("preflight_report", {
+      passed: false,
+      checks: [
+        { name: "data", passed: true, problem: null, fix: null, details: {} },
+        { name: "gradients", passed: false, problem: "layers.3.weight are frozen (requires_grad=False)", fix: "unfreeze it", details: {} },
+      ],
+    });
+    await settle();
+    expect(q("preflight-report").hidden).toBe(false);
+    expect(q("preflight-data").textContent).toContain("pass");
+    expect(q("preflight-gradients").textContent).toBe("✗gradientslayers.3.weight are frozen (requires_grad=False) — unfreeze it");
+  });
+});

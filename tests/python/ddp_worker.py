@@ -119,6 +119,7 @@ def main() -> None:
     ap.add_argument("--fail-on-rank1", action="store_true", help="rank 1 raises at epoch 1's end")
     ap.add_argument("--net", default="mlp", choices=("mlp", "conv", "moe"))
     ap.add_argument("--objective", action="store_true", help="a masked two-term objective")
+    ap.add_argument("--health", action="store_true", help="a HealthProbe at every update")
     args = ap.parse_args()
     torch.set_num_threads(1)
     if not args.single:
@@ -183,6 +184,12 @@ def main() -> None:
                     raise ValueError("rank 1 fails at the end of epoch 1")
 
         callbacks.append(FailOnRankOne())
+    probe = None
+    if args.health:
+        from nnx_lab import HealthProbe
+
+        probe = HealthProbe(every=1)
+        callbacks.append(probe)
     try:
         run = model.train(
             params,
@@ -220,6 +227,7 @@ def main() -> None:
         "seen": getattr(train_set, "seen", None),
         "local_aux": local_aux,
         "terms": [p.get("terms") for p in _step_lines(run)],
+        "health": None if probe is None else [r.grad_norm for r in probe.records],
     }
     if args.net != "mlp":  # after the fit: predict and evaluate on each rank alone
         X_val = val_set.tensors[0]

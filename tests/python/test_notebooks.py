@@ -188,6 +188,15 @@ def test_notebook_runs_headless(path: Path, tmp_path: Path, monkeypatch: pytest.
     if path.name == "ranking_and_graphs.ipynb":
         _check_ranking_section(text, workdir)
         _check_graphs_section(text, workdir)
+    if path.name == "inside_a_run.ipynb":
+        # the bad init's gradients vanish in the first layer; He init fixes it and learns
+        assert "bad init: the gradient of layers.0.weight vanished at step 1" in text, text
+        assert "fixed init: problems None" in text, text
+        error = re.search(r"fixed init: .*validation error ([\d.]+)", text)
+        assert error, text
+        assert float(error.group(1)) < 0.5, text  # chance: 0.9
+        assert "layers.4.weight, layers.4.bias are frozen" in text, text
+        assert "gradients after the fix: pass" in text, text
     if path.name in STOP_CELLS:
         match = STOPPED.search(text)
         assert match, text

@@ -143,6 +143,10 @@ EXPECTED = {
     # issue 24: the multi-optimizer Trainer (§3.2)
     "Trainer",
     "TrainerStepContext",
+    # issue 28: gradient health and the pre-flight
+    "HealthProbe",
+    "preflight",
+    "PreflightReport",
     "NNTrainerParams",
     "trainer",
     # issue 24: fine-tuning (§3.1)
@@ -196,6 +200,7 @@ def test_the_widget_names_are_pinned():
 
 MODULES = {
     "events",
+    "preflight",
     "precision",
     "data_splits",
     "preprocessing",

@@ -10,6 +10,7 @@ or left out, alone.
 from .checkpoints import CheckpointPolicy
 from .early_stopping import EarlyStopping
 from .figures import FigureWriter
+from .gradient_health import HealthProbe
 from .jsonl_log import JsonlLogger
 from .nnx_callbacks import adapt_callbacks
 from .progress import ProgressBar, tqdm_disabled
@@ -19,6 +20,7 @@ __all__ = [
     "CheckpointPolicy",
     "EarlyStopping",
     "FigureWriter",
+    "HealthProbe",
     "JsonlLogger",
     "ProgressBar",
     "RunRecorder",

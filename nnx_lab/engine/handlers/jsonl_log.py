@@ -55,6 +55,7 @@ class JsonlLogger:
     on_run_started = _event
     on_epoch_ended = _event
     on_checkpoint_written = _event
+    on_health = _event
 
     def on_run_finished(self, event: RunFinished) -> None:
         """The last line, if the disk takes it: the run's record holds its end anyway."""

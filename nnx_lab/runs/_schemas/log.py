@@ -26,6 +26,7 @@ __all__ = [
     "LOG_LINE_KINDS",
     "CheckpointLine",
     "EpochLine",
+    "HealthLine",
     "LogLine",
     "RunFinishedLine",
     "RunStartedLine",
@@ -115,8 +116,32 @@ class RunFinishedLine(msgspec.Struct, tag_field="event", tag="run_finished"):
     time: Timestamp | UnsetType = UNSET
 
 
-LogLine = StepLine | StepMetricsLine | RunStartedLine | EpochLine | CheckpointLine | RunFinishedLine
+class HealthLine(msgspec.Struct, tag_field="event", tag="health"):
+    """A ``HealthRecord``: norms are measured values (a diverging run logs NaN)."""
+
+    step: NonNegativeInt
+    epoch: NonNegativeInt
+    names: list[str]
+    modules: list[str]
+    grad_norm: list[Measured]
+    weight_norm: list[Measured]
+    update_ratio: list[Measured]
+    optimizers: list[str | None] | UnsetType | None = UNSET
+    dead: dict[str, Measured] | UnsetType | None = UNSET
+    alerts: list[dict[str, Any]] | UnsetType | None = UNSET
+
+
+LogLine = (
+    StepLine
+    | StepMetricsLine
+    | RunStartedLine
+    | EpochLine
+    | CheckpointLine
+    | RunFinishedLine
+    | HealthLine
+)
 LOG_LINE_KINDS = (
+    "health",
     "step",
     "step_metrics",
     "run_started",

@@ -282,3 +282,12 @@ def test_two_ranks_fine_tune_as_one_process_with_a_frozen_layer_and_rules(tmp_pa
     for name in ("layers.0.weight", "layers.0.bias"):  # frozen: as built, not as trained
         assert one[0]["weights"][name] != plain[0]["weights"][name]
         assert two[0]["weights"][name] == one[0]["weights"][name]
+
+
+def test_gradient_health_is_rank_zeros_view_of_the_synchronized_gradients(tmp_path):
+    two = run_ranks(tmp_path / "two", 2, "--root", tmp_path / "r2", "--batch", 16, "--health")
+    one = run_ranks(tmp_path / "one", 0, "--root", tmp_path / "r1", "--batch", 32, "--health")
+    assert two[1]["health"] == []  # only rank 0 measures
+    assert len(two[0]["health"]) == len(one[0]["health"]) == 8  # every update
+    for a, b in zip(two[0]["health"], one[0]["health"], strict=True):
+        assert a == pytest.approx(b, rel=1e-4)  # the union's gradients, not one rank's
