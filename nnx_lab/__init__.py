@@ -142,6 +142,8 @@ _EXPORTS: dict[str, str] = {
     "LoadPretrainedResult": "nnx_lab.engine.pretrained",
     # issue 23: the batched fast path for tensor data, on by default
     "set_fast_batches": "nnx_lab.engine.fast_batches",
+    # issue 25 (§3.4): distillation, SimCLR, Mixup and CutMix steps
+    "paradigms": "nnx_lab.paradigms",
 }
 
 _MODULES = (
@@ -157,6 +159,7 @@ _MODULES = (
     "seeding",
     "monitors",
     "trainer",
+    "paradigms",
 )
 
 __all__ = ["__version__", *sorted(_EXPORTS)]

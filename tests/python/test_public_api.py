@@ -147,6 +147,8 @@ EXPECTED = {
     "frozen",
     "load_pretrained",
     "unfreeze",
+    # issue 25: training paradigms (§3.4)
+    "paradigms",
 }
 
 
@@ -187,6 +189,7 @@ MODULES = {
     "seeding",
     "monitors",
     "trainer",
+    "paradigms",
 }
 
 
