@@ -23,7 +23,7 @@ from nnx_lab.paradigms._step import beta_draw
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
-close = dict(rtol=1e-5, atol=1e-6)
+close = {"rtol": 1e-5, "atol": 1e-6}
 
 
 def _ctx(net, batch, updates, clip=None):
@@ -89,7 +89,7 @@ def _kd_reference(student, teacher, X, y, alpha, T):
     return alpha * soft + (1 - alpha) * hard, soft, hard
 
 
-@pytest.mark.parametrize("alpha,T", [(0.5, 4.0), (0.9, 2.0), (0.0, 1.0)])
+@pytest.mark.parametrize(("alpha", "T"), [(0.5, 4.0), (0.9, 2.0), (0.0, 1.0)])
 def test_kd_step_equals_the_hand_written_loss_and_update(alpha, T):
     X, y = _tabular()
     teacher, student = _mlp(1, hidden=32), _mlp(2)
@@ -128,7 +128,8 @@ def test_kd_objective_has_the_step_s_terms_and_gradients():
     result = objective(model.net, (X, y), ctx)
     terms = {t.name: t for t in result.terms}
     assert set(terms) == {"soft", "hard"}
-    assert terms["soft"].weight == 0.7 and math.isclose(terms["hard"].weight, 0.3)
+    assert terms["soft"].weight == 0.7
+    assert math.isclose(terms["hard"].weight, 0.3)
     total = sum(t.weight * t.numerator / t.denominator for t in result.terms)
     total.backward()
     loss, soft, hard = _kd_reference(ref, teacher, X, y, 0.7, 3.0)
@@ -141,7 +142,7 @@ def test_kd_objective_has_the_step_s_terms_and_gradients():
 
 
 @pytest.mark.parametrize(
-    "kwargs,field",
+    ("kwargs", "field"),
     [
         ({"alpha": 1.5}, "alpha"),
         ({"alpha": -0.1}, "alpha"),
@@ -188,7 +189,8 @@ def test_simclr_step_equals_nt_xent_written_row_by_row(tau):
     edp = simclr_train_step_factory(temperature=tau)(_ctx(net, (a, b, labels), updates))
     loss = _nt_xent_by_hand(ref(a), ref(b), tau)
     _reference_update(ref, loss)
-    assert updates == [1] and edp.samples == 10
+    assert updates == [1]
+    assert edp.samples == 10
     assert math.isclose(edp.loss, float(loss.detach()), rel_tol=1e-5)
     _same(net, ref)
 

@@ -106,7 +106,8 @@ def test_a_split_run_equals_the_uninterrupted_one_bit_for_bit(tmp_path, name):
         assert torch.equal(weight, resumed_model.net.state_dict()[key]), key
     # the generator's state travels in safetensors, never pickle
     files = {p.suffix for p in first.run_dir.rglob("*") if p.is_file()}
-    assert ".safetensors" in files and not files & {".pt", ".pkl", ".pickle"}
+    assert ".safetensors" in files
+    assert not files & {".pt", ".pkl", ".pickle"}
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -137,7 +138,8 @@ def test_distillation_logs_soft_and_hard_and_leaves_the_teacher_alone(tmp_path, 
     run = student.train(_tabular(tmp_path, 2), **hook)
     lines = [json.loads(x) for x in (run.run_dir / "metrics.jsonl").read_text().splitlines()]
     steps = [x for x in lines if x["event"] == "step"]
-    assert steps and all(set(x["terms"]) >= {"soft", "hard"} for x in steps)
+    assert steps
+    assert all(set(x["terms"]) >= {"soft", "hard"} for x in steps)
     for x in steps:
         expected = 0.6 * x["terms"]["soft"] + 0.4 * x["terms"]["hard"]
         assert x["loss"] == pytest.approx(expected, rel=1e-5)
