@@ -126,6 +126,9 @@ def run_config(
             "code": callable_identity(objective.identity_target()),
             "nonfinite": objective.nonfinite,
         }
+        own = getattr(objective, "run_identity", None)
+        if callable(own):  # an objective that carries configuration (a teacher, a weight)
+            config["objective"]["config"] = own()
     if train_step_fn is not None:
         config["train_step"] = callable_identity(train_step_fn)
         own = getattr(train_step_fn, "run_identity", None)

@@ -152,9 +152,17 @@ def test_distillation_logs_soft_and_hard_and_leaves_the_teacher_alone(tmp_path, 
 
 def test_the_kd_settings_and_the_teacher_enter_the_run_id(tmp_path):
     teacher = _teacher(tmp_path)
+    other = copy.deepcopy(teacher)
+    with torch.no_grad():
+        next(other.net.parameters()).add_(1e-3)  # another teacher's weights
     params = _tabular(tmp_path, 1)
-    runs = [
-        _mlp_model().train(params, train_step_fn=kd_train_step_factory(teacher, alpha=a))
+    ids = {
+        _mlp_model().preflight(params, **{hook: factory(t, alpha=a)}).run_id
+        for hook, factory in (
+            ("train_step_fn", kd_train_step_factory),
+            ("objective", kd_objective),
+        )
         for a in (0.3, 0.7)
-    ]
-    assert runs[0].id != runs[1].id
+        for t in (teacher, other)
+    }
+    assert len(ids) == 8
