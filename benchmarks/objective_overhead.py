@@ -16,9 +16,7 @@ other work on the machine) and from the medians.
 
 from __future__ import annotations
 
-import argparse
 import os
-import statistics
 import tempfile
 import time
 
@@ -26,6 +24,7 @@ os.environ["NNX_TQDM_DISABLE"] = "1"
 
 import torch
 import torch.nn.functional as F
+from _compare import alternate, bench_args, report  # benchmarks/ is on the path
 from torch.utils.data import DataLoader, TensorDataset
 
 from nnx_lab import (
@@ -80,32 +79,12 @@ def train_once(loader: DataLoader, kind: str, epochs: int, accum: int, salt: int
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--epochs", type=int, default=2)
-    ap.add_argument("--accum", type=int, default=1)
-    ap.add_argument("--threads", type=int, default=None)
-    args = ap.parse_args()
-    from nnx_lab.runs import set_config_report
-
-    set_config_report(False)  # no "Run saved" line per run among the figures
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    args = bench_args(extra=lambda ap: ap.add_argument("--accum", type=int, default=1))
     loader = make_loader()
-    times: dict[str, list[float]] = {k: [] for k in KINDS}
-    order = list(KINDS)
-    for r in range(args.rounds):
-        for kind in order if r % 2 == 0 else order[::-1]:
-            times[kind].append(train_once(loader, kind, args.epochs, args.accum, r))
-    base_best, base_med = min(times["default"]), statistics.median(times["default"])
+    kinds = {k: (lambda r, k=k: train_once(loader, k, args.epochs, args.accum, r)) for k in KINDS}
+    times = alternate(kinds, args.rounds)
     print(f"epochs={args.epochs} accum={args.accum} rounds={args.rounds}")
-    for kind, ts in times.items():
-        best, med = min(ts), statistics.median(ts)
-        line = f"{kind:>22}: fastest {best:.2f} s, median {med:.2f} s"
-        if kind != "default":
-            line += f"; throughput vs default {base_best / best:.3f} (fastest), "
-            line += f"{base_med / med:.3f} (median); target >= 0.97"
-        print(line)
+    report(times, baseline="default", target=0.97)
 
 
 if __name__ == "__main__":

@@ -15,10 +15,8 @@ hand-written / Trainer (target >= 0.95) from the fastest runs and from the media
 
 from __future__ import annotations
 
-import argparse
 import math
 import os
-import statistics
 import tempfile
 import time
 
@@ -26,6 +24,7 @@ os.environ["NNX_TQDM_DISABLE"] = "1"
 
 import torch
 import torch.nn.functional as F
+from _compare import alternate, bench_args, report  # benchmarks/ is on the path
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
@@ -129,31 +128,12 @@ KINDS = {"hand_written": hand_written, "trainer": trainer}
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--epochs", type=int, default=2)
-    ap.add_argument("--threads", type=int, default=None)
-    args = ap.parse_args()
-    from nnx_lab.runs import set_config_report
-
-    set_config_report(False)  # no "Run saved" line per run among the figures
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    args = bench_args()
     loader = make_loader()
-    times: dict[str, list[float]] = {k: [] for k in KINDS}
-    order = list(KINDS)
-    for r in range(args.rounds):
-        for kind in order if r % 2 == 0 else order[::-1]:
-            times[kind].append(KINDS[kind](loader, args.epochs, r))
-    base_best, base_med = min(times["hand_written"]), statistics.median(times["hand_written"])
+    kinds = {k: (lambda r, fn=fn: fn(loader, args.epochs, r)) for k, fn in KINDS.items()}
+    times = alternate(kinds, args.rounds)
     print(f"epochs={args.epochs} rounds={args.rounds}")
-    for kind, ts in times.items():
-        best, med = min(ts), statistics.median(ts)
-        line = f"{kind:>13}: fastest {best:.2f} s, median {med:.2f} s"
-        if kind != "hand_written":
-            line += f"; throughput vs hand-written {base_best / best:.3f} (fastest), "
-            line += f"{base_med / med:.3f} (median); target >= 0.95"
-        print(line)
+    report(times, baseline="hand_written", target=0.95)
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ import torch
 
 from .adapters import forward
 from .edp import EDP
+from .step_batches import step_batch
 from .tasks import Task
 from .train_step import StepOutput, TrainStep
 
@@ -120,7 +121,7 @@ class CustomStep(TrainStep):
 
         ctx = TrainStepContext(
             model=self.net,
-            batch=(X, y),
+            batch=step_batch(X, y),
             optimizer=self.updater.optimizer,
             scaler=self.updater.scaler,
             grad_clip_norm=self.updater.clip_norm,

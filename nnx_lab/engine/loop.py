@@ -49,6 +49,7 @@ from .scoring import Scorer, gather_rows, scorer_specs
 from .selection import MonitorRecord, Selector
 from .sinks import EventBus
 from .staging import device_hook, staged
+from .step_batches import StepBatch
 from .step_buffer import StepBuffer
 from .train_step import TrainStep
 from .training_state import RngState, TrainingState
@@ -416,6 +417,8 @@ class TrainingLoop:
         if self.diagnose is None or isinstance(exc, FloatingPointError):
             return
         for index, batch in batches:
+            if type(batch[0]) is StepBatch:  # the step's own batch: no (X, y) check applies
+                continue
             problem = self.diagnose(
                 batch, "NNTrainParams.train_loader", f"batch {index} of epoch {epoch}"
             )

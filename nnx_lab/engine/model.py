@@ -4,11 +4,10 @@ The facade holds what a model is (its network, loss, device, precision and what 
 was built from) and reads as a table of contents; the work is elsewhere:
 
 - ``train``: the refusals (``train_checks``), the run's identity (``preflight``:
-  precision, first-batch checks, the resume plan, ``run_config``), then the run
-  directory and the loop with its handlers (``run_assembly``), then ``TrainingLoop.run``;
-- ``evaluate``: ``evaluate.evaluate``;
-- ``predict``, ``predict_proba``, ``iter_predict``: ``prediction`` (one inference path)
-  and ``prediction_stream``;
+  precision, first-batch checks or step-owned batches (``step_batches``), the resume
+  plan, ``run_config``), the run directory and the loop (``run_assembly``), the run;
+- ``evaluate``: ``evaluate.evaluate``; ``predict``, ``predict_proba``, ``iter_predict``:
+  ``prediction`` (one inference path) and ``prediction_stream``;
 - ``from_checkpoint``: the recipe a checkpoint's sidecar carries (``checkpoint``);
   ``evaluate``, ``iter_predict`` and ``from_checkpoint`` are done in ``model_reload``.
 """
@@ -27,7 +26,7 @@ from .adapters import BatchAdapter, adapt_inputs
 from .checkpoint import NNCheckpoint
 from .compile_options import check_compile
 from .components import check_components
-from .data import check_inputs, check_loader, first_targets, tensor_digest
+from .data import check_inputs, first_targets, tensor_digest
 from .drift import print_model_banner
 from .edp import EDP
 from .enums import Devices
@@ -68,6 +67,7 @@ from .run_assembly import (
     run_config,
 )
 from .run_handle import NNRun, run_id_for, saved_line
+from .step_batches import check_batches, own_batches, owned_task, owns_batches, run_step_checks
 from .tasks import Task, task_for
 from .train_checks import (
     check_metric_params,
@@ -240,7 +240,9 @@ class NNModel:
         The run trains, and records, what this model was built with: if ``net_params``
         or ``params`` were reassigned since, a drift banner says so first.
         """
-        params = adapt_train_params(params, self.batch_adapter)
+        params = own_batches(
+            adapt_train_params(params, self.batch_adapter), objective, train_step_fn
+        )
         callbacks, components = check_train_args(
             params, callbacks, components, distributed, eval_step_fn
         )
@@ -307,21 +309,27 @@ class NNModel:
         """The checks and the run's identity, with no side effect: what ``train`` knows
         before it touches the runs root (``nnx_lab.launch`` calls it for rank 0 of a run
         it has not started, to refuse before any process exists)."""
-        params = adapt_train_params(params, self.batch_adapter)
-        self._learn_outputs(params.train_loader, "NNTrainParams.train_loader")
+        params = own_batches(
+            adapt_train_params(params, self.batch_adapter), objective, train_step_fn
+        )
+        owned = owns_batches(params)  # the step reads the batches: no (X, y) checks
+        if not owned:
+            self._learn_outputs(params.train_loader, "NNTrainParams.train_loader")
         net_params, model_params = self._shape, self.trained_params()
         # The policy is resolved afresh: the device's abilities may differ from build time.
         precision = resolve_precision(
             model_params.precision, model_params.mixed_precision, self.device.type
         )
         check_step_precision(train_step_fn, precision)
-        task = self._task_for_loader(params.train_loader, "NNTrainParams.train_loader")
+        if owned:
+            task = owned_task(self)
+        else:
+            task = self._task_for_loader(params.train_loader, "NNTrainParams.train_loader")
         check_metric_params(params, task, eval_step_fn)
         check_compile(model_params.compile, distributed)
         optimizer_groups(self.net, params.optim)  # a rule with no parameter is refused now
-        check_loader(params.train_loader, "NNTrainParams.train_loader", net_params, task)
-        if params.val_loader is not None:
-            check_loader(params.val_loader, "NNTrainParams.val_loader", net_params, task)
+        check_batches(params, net_params, task, eval_step_fn, owned)
+        run_step_checks(self, params, objective, train_step_fn)
         root = resolve_runs_root(params.runs_root)
         world = 1 if distributed is None else int(distributed.world_size)
         resume = plan_resume(self, params, precision, root, world)

@@ -18,6 +18,7 @@ import torch
 
 from ..errors import NonFiniteLossError
 from .objective import LossTerm, Objective, ObjectiveContext, ObjectiveResult
+from .step_batches import StepBatch, step_batch
 from .tasks import Task
 from .train_step import StepOutput, TrainStep
 
@@ -86,7 +87,7 @@ class ObjectiveStep(TrainStep):
             self.world_size,
         )
         with self._autocast():
-            return self.objective(self.forward_net, batch, ctx)
+            return self.objective(self.forward_net, step_batch(*batch), ctx)
 
     def accumulated(self, window: list[tuple[Any, Any]], step_number: int = 0):
         self.updater.zero_grad()
@@ -159,7 +160,8 @@ class ObjectiveStep(TrainStep):
             term_sums[name] = (num, den)
         outs = [r.outputs for r in results]
         preds = kept = None
-        if self.objective.scores_outputs and all(o is not None for o in outs):
+        owned = type(window[0][0]) is StepBatch  # no targets to score outputs against
+        if self.objective.scores_outputs and not owned and all(o is not None for o in outs):
             if self._decode:
                 preds = torch.cat([self.task.decode(o.detach()) for o in outs])  # type: ignore[union-attr]
             if self.keep_outputs:

@@ -57,6 +57,7 @@ class TrainerStepContext:
     precision: Any = None  # the run's ResolvedPrecision (fp32: see full_precision_only)
     updates: dict[str, int] | None = None  # each optimizer's updates so far (a copy)
     grad_clip_norms: dict[str, float | None] | None = None
+    scaler: Any = None  # an fp16 policy's GradScaler (the objective path only)
 
 
 def owned_groups(net: torch.nn.Module, params: NNTrainerParams) -> dict[str, list[dict[str, Any]]]:
@@ -106,10 +107,15 @@ class _NamedStep:
     """The run's ``train_step_fn``: the named optimizers and schedulers around the
     user's step, and their state as the run's component."""
 
-    __nnx_full_precision_only__ = True  # one GradScaler cannot serve several owners here
+    # A step function owns every update, so it would own autocast and a scaler per
+    # optimizer too: refused under a reduced policy. An objective's updates are the
+    # Trainer's own, and run in the policy.
+    __nnx_full_precision_only__ = True
 
     def __init__(self, net: torch.nn.Module, params: NNTrainerParams, fn: Callable) -> None:
         self.fn, self.params = fn, params
+        if isinstance(fn, ObjectiveTrainerStep):
+            self.__nnx_full_precision_only__ = False
         groups = owned_groups(net, params)
         self.optimizers = {k: build_optimizer(groups[k], params.optims[k]) for k in groups}
         monitored = params.monitor is not None
@@ -162,6 +168,7 @@ class _NamedStep:
                 precision=ctx.precision,
                 updates=dict(self.updates),
                 grad_clip_norms=dict(self.clip),
+                scaler=ctx.scaler,
             )
         )
 

@@ -65,14 +65,22 @@ class ObjectiveTrainerStep:
             raise NonFiniteLossError(f"non-finite training loss ({loss})", loss)
         for opt in ctx.optimizers.values():
             opt.zero_grad(set_to_none=True)
-        total.reshape(()).backward()
+        scaler = ctx.scaler  # fp16: one scaler serves every optimizer of one backward
+        (total.reshape(()) if scaler is None else scaler.scale(total.reshape(()))).backward()
         for name, opt in ctx.optimizers.items():
             clip = ctx.grad_clip_norms.get(name)
+            if scaler is not None:
+                scaler.unscale_(opt)  # clip the true gradients
             if clip:
                 owned = [p for g in opt.param_groups for p in g["params"]]
                 torch.nn.utils.clip_grad_norm_(owned, clip)
-            opt.step()
+            if scaler is None:
+                opt.step()
+            else:
+                scaler.step(opt)  # skipped when this optimizer's gradients are not finite
             ctx.report_update(name)
+        if scaler is not None:
+            scaler.update()
         self.objective.after_update(ctx.model, step)
         self.terms = values, sums
         return EDP(loss=loss, samples=rows)

@@ -1,1 +1,2 @@
-"""Parameter-efficient fine-tuning (§3.5): LoRA, DoRA, IA3, adapters, prefix and prompt tuning: issue 25."""
+"""Parameter-efficient fine-tuning (§3.5): LoRA, DoRA, IA3, adapters, prefix and prompt
+tuning: issue 25."""

@@ -13,13 +13,15 @@ headers, and a member that inflates past what it declares is cut at that size).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import stat
 import zipfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from ._schema import LIMITS, READ_FLAGS, SchemaError, parse_json
 from ._schemas.bundle import MANIFEST_FILE, BundleFileError, BundleManifestFile
@@ -93,8 +95,9 @@ def _check_digest(where: Path, name: str, data: bytes, entry: Any) -> None:
 
 
 # -- a folder -----------------------------------------------------------------------------------
-def _read_plain(path: Path, size: int) -> bytes:
-    """The bytes of a plain file, never through a link, at most ``size`` + 1 of them."""
+@contextlib.contextmanager
+def _open_plain(path: Path) -> Iterator[BinaryIO]:
+    """``path`` opened for reading, never through a link, refused unless a plain file."""
     try:
         fd = os.open(path, READ_FLAGS)
     except OSError as exc:
@@ -102,6 +105,12 @@ def _read_plain(path: Path, size: int) -> bytes:
     with os.fdopen(fd, "rb") as fh:
         if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
             raise _refuse(path, "", "is not a plain file")
+        yield fh
+
+
+def _read_plain(path: Path, size: int) -> bytes:
+    """The bytes of a plain file, at most ``size`` + 1 of them."""
+    with _open_plain(path) as fh:
         return fh.read(size + 1)
 
 
@@ -168,13 +177,7 @@ def _member_problem(info: zipfile.ZipInfo) -> str | None:
 
 
 def _read_zip(path: Path) -> BundleContents:
-    try:
-        fd = os.open(path, READ_FLAGS)
-    except OSError as exc:
-        raise _refuse(path, "", f"cannot be opened as a plain file ({exc.strerror})") from None
-    with os.fdopen(fd, "rb") as fh:
-        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
-            raise _refuse(path, "", "is not a plain file")
+    with _open_plain(path) as fh:
         try:
             zf = zipfile.ZipFile(fh)
         except (zipfile.BadZipFile, OSError) as exc:
@@ -243,13 +246,7 @@ def read_manifest(path: str | os.PathLike[str]) -> BundleManifestFile:
         if not os.path.lexists(where):
             raise _refuse(where, "", "is missing: a bundle folder starts with its manifest")
         return _manifest(_read_plain(where, LIMITS.record_bytes), where)[0]
-    try:
-        fd = os.open(path, READ_FLAGS)
-    except OSError as exc:
-        raise _refuse(path, "", f"cannot be opened as a plain file ({exc.strerror})") from None
-    with os.fdopen(fd, "rb") as fh:
-        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
-            raise _refuse(path, "", "is not a plain file")
+    with _open_plain(path) as fh:
         try:
             with zipfile.ZipFile(fh) as zf:
                 info = zf.getinfo(MANIFEST_FILE)

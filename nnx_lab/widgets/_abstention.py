@@ -25,9 +25,9 @@ from ._abstention_sides import (
     CEILING_FIX,
     THRESHOLD_FIX,
     UNCALIBRATED,
-    Side,
     check_guarantee,
     check_unit,
+    declined_row,
     side_of,
 )
 from ._base import NNxWidget
@@ -363,7 +363,7 @@ class AbstentionExplorer(NNxWidget):
             start = min(self.abstained_start, max(0, abstained - 1))
             start -= start % self._page_size
             rows = side.order[use["accepted"] + start : use["accepted"] + start + self._page_size]
-            page = [self._row(side, int(i)) for i in rows]
+            page = [declined_row(side, int(i), self._y, self._ids, self._labels) for i in rows]
             self._quiet = True
             try:
                 with self.hold_sync():
@@ -375,21 +375,6 @@ class AbstentionExplorer(NNxWidget):
             finally:
                 self._quiet = False
             self._transport.request_flush()
-
-    def _row(self, side: Side, i: int) -> dict[str, Any]:
-        target, pred = int(self._y[i]), int(side.prediction[i])
-        row: dict[str, Any] = {
-            "sample_id": int(self._ids[i]),
-            "target": target,
-            "prediction": pred,
-            "score": float(side.score[i]),
-            "probability_of_target": float(side.probabilities[i, target]),
-            "correct": target == pred,
-        }
-        if self._labels is not None:
-            row["target_label"] = self._labels[target]
-            row["predicted_label"] = self._labels[pred]
-        return row
 
     # ------------------------------------------------------------------ messages
 

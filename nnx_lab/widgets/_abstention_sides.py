@@ -30,6 +30,7 @@ __all__ = [
     "Side",
     "check_guarantee",
     "check_unit",
+    "declined_row",
     "side_of",
 ]
 
@@ -127,3 +128,20 @@ def check_guarantee(value: Any) -> float | None:
 
 THRESHOLD_FIX = "pass a score threshold in [0, 1]: rows scoring at or above it are answered"
 CEILING_FIX = "pass the highest error rate you accept among answered rows, in [0, 1] (e.g. 0.05)"
+
+
+def declined_row(side: Side, i: int, y: Any, ids: Any, labels: Any) -> dict[str, Any]:
+    """Row ``i`` of the declined table, as one side scores it."""
+    target, pred = int(y[i]), int(side.prediction[i])
+    row: dict[str, Any] = {
+        "sample_id": int(ids[i]),
+        "target": target,
+        "prediction": pred,
+        "score": float(side.score[i]),
+        "probability_of_target": float(side.probabilities[i, target]),
+        "correct": target == pred,
+    }
+    if labels is not None:
+        row["target_label"] = labels[target]
+        row["predicted_label"] = labels[pred]
+    return row

@@ -94,3 +94,32 @@ def runs_in(root) -> list:
 
     root = Path(root)
     return [p for p in root.iterdir() if p.is_dir()] if root.exists() else []
+
+
+def shipped_documents(model):
+    """A temperature calibrator and an abstention policy fitted on ``model`` (the
+    documents a bundle and a report carry), for three classes a, b, c."""
+    from nnx_lab import ProbabilitySpec
+    from nnx_lab.abstention import select_threshold
+    from nnx_lab.calibration import fit_temperature, model_fingerprint
+
+    X, y, Xv, yv = data(n_train=256, n_val=256)
+    spec = ProbabilitySpec("categorical", labels=("a", "b", "c"))
+    mid = model_fingerprint(model)
+    cal = fit_temperature(
+        model.predict_proba(X, spec),
+        y,
+        model_id=mid,
+        split_id="calibration",
+        train_split_id="train",
+        test_split_id="test",
+    ).require()
+    pol = select_threshold(
+        model.predict_proba(Xv, spec).probabilities,
+        yv,
+        risk_ceiling=1.0,
+        split_id="val",
+        labels=("a", "b", "c"),
+        model_id=mid,
+    ).require()
+    return cal, pol

@@ -10,6 +10,7 @@ from urllib.parse import urlencode
 
 import pytest
 import yaml
+from jupyter_server.auth import Authorizer
 from jupyter_server.utils import url_path_join
 from tornado.httpclient import HTTPClientError
 from traitlets.config import Config
@@ -93,3 +94,29 @@ def no_env_root(monkeypatch):
 @pytest.fixture
 def api(jp_serverapp, http_server_client, jp_base_url, jp_auth_header, jp_asyncio_loop):
     return Api(http_server_client, jp_base_url, jp_auth_header, jp_asyncio_loop)
+
+
+class NoRunsRight(Authorizer):
+    """Everything but nnx-lab's runs."""
+
+    def is_authorized(self, handler, user, action, resource):
+        from nnx_lab.server import AUTH_RESOURCE
+
+        return resource != AUTH_RESOURCE
+
+
+# a server whose user lacks the runs right (decorate a test that takes ``api``)
+without_the_runs_right = pytest.mark.parametrize(
+    "jp_server_config",
+    [
+        Config(
+            {
+                "ServerApp": {
+                    "jpserver_extensions": {"nnx_lab.server": True},
+                    "authorizer_class": NoRunsRight,
+                },
+                "NNxLab": {"rescan_s": 0.0},
+            }
+        )
+    ],
+)

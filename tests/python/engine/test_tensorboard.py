@@ -3,14 +3,23 @@ EventAccumulator; nnx_lab.export.to_tensorboard; distributed.writer_only."""
 
 from __future__ import annotations
 
+import json
 import sys
 
 import engine_factories as f
 import pytest
+import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from tensorboard.plugins.hparams import plugin_data_pb2
 
-from nnx_lab import ConfigError, MetricSpec, TensorBoardCallback
+from nnx_lab import (
+    ConfigError,
+    LossTerm,
+    MetricSpec,
+    Objective,
+    ObjectiveResult,
+    TensorBoardCallback,
+)
 from nnx_lab.distributed import writer_only
 from nnx_lab.export import to_tensorboard
 
@@ -71,6 +80,37 @@ def test_scalars_hparams_and_histograms_read_back_as_one_run(runs_root, tmp_path
     assert "weights/layers.0.weight" in tags
     assert "grads/layers.0.weight" in tags
     assert [h.step for h in ea.Histograms("weights/layers.0.weight")] == [1, 2]
+
+
+class _TwoTerms(Objective):
+    def compute(self, net, batch, ctx):
+        X, y = batch
+        out = net(X)
+        ce = torch.nn.functional.cross_entropy(out, y, reduction="sum")
+        return ObjectiveResult(
+            [
+                LossTerm("ce", ce, y.shape[0]),
+                LossTerm("l2", (out**2).sum(), out.numel(), weight=0.1),
+            ]
+        )
+
+
+def test_an_objectives_loss_terms_are_scalars_of_their_own(runs_root, tmp_path):
+    logs = tmp_path / "tb"
+    params = f.train_params(runs_root, n_epochs=2, log_every=1)
+    run = f.model().train(params, callbacks=[TensorBoardCallback(logs)], objective=_TwoTerms())
+    ea = _read(logs / run.id)
+    lines = [json.loads(x) for x in (run.run_dir / "metrics.jsonl").read_text().splitlines()]
+    steps = [x for x in lines if x["event"] == "step"]
+    for name in ("ce", "l2"):
+        assert _scalars(ea, f"step/terms/{name}") == [
+            (x["step"], pytest.approx(x["terms"][name])) for x in steps
+        ]
+        assert [s for s, _ in _scalars(ea, f"epoch/train/terms/{name}")] == [1, 2]
+    # the step's loss is the weighted sum of its terms
+    ce, l2 = _scalars(ea, "step/terms/ce"), _scalars(ea, "step/terms/l2")
+    total = [v for _, v in _scalars(ea, "step/loss")]
+    assert total == pytest.approx([a + 0.1 * b for (_, a), (_, b) in zip(ce, l2, strict=True)])
 
 
 def test_histograms_only_every_n_epochs_and_none_by_default(runs_root, tmp_path):

@@ -302,3 +302,49 @@ def test_an_objective_steps_every_optimizer_as_a_hand_written_loop_does(runs_roo
         Trainer(model).train(params, objective=Objective(_two_terms, nonfinite="skip"))
     with pytest.raises(ConfigError, match="exactly one of"):
         Trainer(model).train(params, objective=Objective(_two_terms), trainer_step_fn=gan_step)
+
+
+def test_an_objective_trains_under_bf16_as_a_hand_written_autocast_loop_does(runs_root):
+    data = mixture()
+
+    def model():
+        torch.manual_seed(0)
+        return NNModel(
+            module=ActorCritic(),
+            params=NNModelParams(loss=Losses.MEAN_SQUARED_ERROR, precision="bf16"),
+        )
+
+    trained = model()
+    params = NNTrainerParams(
+        optims=_ac_optims(), train_loader=data, runs_root=str(runs_root), progress=False
+    )
+    run = Trainer(trained).train(params, objective=Objective(_two_terms))
+    assert run.config["model"]["precision"]["mode"] == "bf16"
+    hand = model().net
+    actor = torch.optim.Adam(hand.actor.parameters(), lr=1e-2)
+    critic = torch.optim.Adam(hand.critic.parameters(), lr=1e-3)
+    for X, y in data:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            a, c = _two_terms(hand, (X, y), None).terms
+        loss = a.numerator / a.denominator + c.numerator * 0.1
+        actor.zero_grad(set_to_none=True)
+        critic.zero_grad(set_to_none=True)
+        loss.backward()
+        actor.step()
+        torch.nn.utils.clip_grad_norm_(list(hand.critic.parameters()), 0.5)
+        critic.step()
+    for name, weight in hand.state_dict().items():
+        assert weight.dtype == torch.float32  # fp32 parameters, bf16 forward
+        assert torch.equal(weight, trained.net.state_dict()[name]), name
+    # without autocast the same loop ends elsewhere: the policy was applied
+    plain = model().net
+    opt = torch.optim.Adam(plain.actor.parameters(), lr=1e-2)
+    X, y = next(iter(data))
+    a, _ = _two_terms(plain, (X, y), None).terms
+    opt.zero_grad()
+    (a.numerator / a.denominator).backward()
+    opt.step()
+    assert not torch.equal(plain.actor.weight, hand.actor.weight)
+    # a step function still refuses a reduced policy
+    with pytest.raises(ConfigError, match="full_precision_only"):
+        Trainer(model()).train(params, trainer_step_fn=gan_step)

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import lab_factories
 import pytest
-from jupyter_server.auth import Authorizer
 from lab_factories import fake_run as _fake_run
 from lab_factories import step_line as _step
 from pytest_jupyter.jupyter_server import *  # noqa: F403 - the server fixtures, for this module only
@@ -71,27 +70,7 @@ def test_without_the_token_no_report_is_sent(api, jp_root_dir):
         assert "html" not in (reply or {})
 
 
-class _NoRuns(Authorizer):
-    """Everything but nnx-lab's runs."""
-
-    def is_authorized(self, handler, user, action, resource):
-        return resource != AUTH_RESOURCE
-
-
-@pytest.mark.parametrize(
-    "jp_server_config",
-    [
-        Config(
-            {
-                "ServerApp": {
-                    "jpserver_extensions": {"nnx_lab.server": True},
-                    "authorizer_class": _NoRuns,
-                },
-                "NNxLab": {"rescan_s": 0.0},
-            }
-        )
-    ],
-)
+@lab_factories.without_the_runs_right
 def test_a_user_without_the_right_gets_no_report(api, jp_root_dir):
     _fake_run(jp_root_dir / "runs", ID_A, {"status": "finished"}, [_step(1)])
     from nnx_lab.server import RunsService

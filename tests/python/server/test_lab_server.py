@@ -17,12 +17,10 @@ from pathlib import Path
 import lab_factories
 import pytest
 import yaml
-from jupyter_server.auth import Authorizer
 from lab_factories import fake_run as _fake_run
 from lab_factories import step_line as _step
 from pytest_jupyter.jupyter_server import *  # noqa: F403 - the server fixtures, for this module only
 from traitlets import TraitError
-from traitlets.config import Config
 
 from nnx_lab.runs import STOP_REQUEST, writer_identity
 from nnx_lab.server import AUTH_RESOURCE, NNxLab, RunsService
@@ -341,27 +339,7 @@ def test_every_handler_refuses_a_request_without_a_token(api, jp_root_dir):
     assert code == 200
 
 
-class _NoRuns(Authorizer):
-    """Everything but nnx-lab's runs."""
-
-    def is_authorized(self, handler, user, action, resource):
-        return resource != AUTH_RESOURCE
-
-
-@pytest.mark.parametrize(
-    "jp_server_config",
-    [
-        Config(
-            {
-                "ServerApp": {
-                    "jpserver_extensions": {"nnx_lab.server": True},
-                    "authorizer_class": _NoRuns,
-                },
-                "NNxLab": {"rescan_s": 0.0},
-            }
-        )
-    ],
-)
+@lab_factories.without_the_runs_right
 def test_a_user_without_the_right_gets_403(api, jp_root_dir):
     meta = {"status": "running", "writer": writer_identity(), "heartbeat": time.time()}
     path = _fake_run(jp_root_dir / "runs", ID_A, meta, [_step(1)])

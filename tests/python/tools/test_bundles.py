@@ -29,7 +29,7 @@ from nnx_lab import (
     registered_model_factories,
     unregister_model_factory,
 )
-from nnx_lab.abstention import AbstentionPolicy, select_threshold
+from nnx_lab.abstention import AbstentionPolicy
 from nnx_lab.bundles import (
     BundleFileError,
     export_bundle,
@@ -37,7 +37,7 @@ from nnx_lab.bundles import (
     reconstruct_bundle,
     validate_bundle,
 )
-from nnx_lab.calibration import TemperatureCalibrator, fit_temperature, model_fingerprint
+from nnx_lab.calibration import TemperatureCalibrator, model_fingerprint
 
 X = f.data()[2]
 
@@ -158,32 +158,9 @@ def test_a_registered_module_rebuilds_through_factories_never_from_the_bundle(en
     assert ("test.bundle_encoder", 1) not in registered_model_factories()  # left as it was
 
 
-def _documents(model):
-    X, y, Xv, yv = f.data(n_train=256, n_val=256)
-    spec = nnx_lab.ProbabilitySpec("categorical", labels=("a", "b", "c"))
-    mid = model_fingerprint(model)
-    cal = fit_temperature(
-        model.predict_proba(X, spec),
-        y,
-        model_id=mid,
-        split_id="calibration",
-        train_split_id="train",
-        test_split_id="test",
-    ).require()
-    pol = select_threshold(
-        model.predict_proba(Xv, spec).probabilities,
-        yv,
-        risk_ceiling=1.0,
-        split_id="val",
-        labels=("a", "b", "c"),
-        model_id=mid,
-    ).require()
-    return cal, pol
-
-
 def test_calibrators_and_policies_travel_with_the_bundle(trained, tmp_path):
     root, model, run = trained
-    cal, pol = _documents(model)
+    cal, pol = f.shipped_documents(model)
     path = export_bundle(run.id, tmp_path / "b.zip", [cal], [pol], archive=True, runs_root=root)
     info = inspect_bundle(path)
     assert (info.calibrators, info.policies) == (("calibrators/0.json",), ("policies/0.json",))
@@ -199,7 +176,7 @@ def test_a_calibrator_of_other_weights_is_refused_before_anything_is_written(tra
     import dataclasses
 
     root, model, run = trained
-    cal = dataclasses.replace(_documents(model)[0], model_id="sha256:" + "0" * 64)
+    cal = dataclasses.replace(f.shipped_documents(model)[0], model_id="sha256:" + "0" * 64)
     with pytest.raises(ConfigError, match=r"calibrators\[0\]\.model_id"):
         export_bundle(run.id, tmp_path / "bundle", calibrators=[cal], runs_root=root)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["runs"]

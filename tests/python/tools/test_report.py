@@ -72,35 +72,9 @@ def test_a_long_run_is_thinned_keeping_its_last_point(
     assert loss["x"][-1] == 24
 
 
-def _documents(model):
-    from nnx_lab.abstention import select_threshold
-    from nnx_lab.calibration import fit_temperature, model_fingerprint
-
-    X, y, Xv, yv = f.data(n_train=256, n_val=256)
-    spec = nnx_lab.ProbabilitySpec("categorical", labels=("a", "b", "c"))
-    mid = model_fingerprint(model)
-    cal = fit_temperature(
-        model.predict_proba(X, spec),
-        y,
-        model_id=mid,
-        split_id="calibration",
-        train_split_id="train",
-        test_split_id="test",
-    ).require()
-    pol = select_threshold(
-        model.predict_proba(Xv, spec).probabilities,
-        yv,
-        risk_ceiling=1.0,
-        split_id="val",
-        labels=("a", "b", "c"),
-        model_id=mid,
-    ).require()
-    return cal, pol
-
-
 def test_the_bundle_its_digest_calibrator_and_policy_are_reported(trained, tmp_path):
     root, model, run = trained
-    cal, pol = _documents(model)
+    cal, pol = f.shipped_documents(model)
     bundle = export_bundle(run.id, tmp_path / "b.zip", [cal], [pol], archive=True, runs_root=root)
     from nnx_lab.runs import read_bundle
 

@@ -1,0 +1,67 @@
+"""The shared frame of the benchmarks that race a few ways of training the same thing:
+the common flags, the alternating order (so neither side always runs warm), and the
+ratio lines against a baseline measured in the same run.
+
+    args = bench_args(epochs=2)            # --rounds --epochs --threads (+ your own)
+    times = alternate(kinds, args.rounds)  # kinds: {name: fn(round) -> seconds}
+    report(times, baseline="hand_written", target=0.95)
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+from collections.abc import Callable
+
+
+def bench_args(
+    *,
+    rounds: int = 3,
+    epochs: int = 2,
+    extra: Callable[[argparse.ArgumentParser], None] | None = None,
+) -> argparse.Namespace:
+    """Parse --rounds, --epochs and --threads (plus what ``extra`` adds); set the torch
+    threads and silence the per-run "Run saved" line among the figures."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=rounds)
+    ap.add_argument("--epochs", type=int, default=epochs)
+    ap.add_argument("--threads", type=int, default=None)
+    if extra is not None:
+        extra(ap)
+    args = ap.parse_args()
+    import torch
+
+    from nnx_lab.runs import set_config_report
+
+    set_config_report(False)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    return args
+
+
+def alternate(kinds: dict[str, Callable[[int], float]], rounds: int) -> dict[str, list[float]]:
+    """Each kind's seconds per round, the order reversed every other round."""
+    times: dict[str, list[float]] = {k: [] for k in kinds}
+    order = list(kinds)
+    for r in range(rounds):
+        for kind in order if r % 2 == 0 else order[::-1]:
+            times[kind].append(kinds[kind](r))
+    return times
+
+
+def report(times: dict[str, list[float]], baseline: str, target: float) -> dict[str, float]:
+    """Print each kind's fastest and median time and its throughput against
+    ``baseline`` (baseline time / its time: above 1 is faster); returns the median
+    ratios."""
+    base_best, base_med = min(times[baseline]), statistics.median(times[baseline])
+    width = max(map(len, times))
+    ratios = {}
+    for kind, ts in times.items():
+        best, med = min(ts), statistics.median(ts)
+        line = f"{kind:>{width}}: fastest {best:.2f} s, median {med:.2f} s"
+        if kind != baseline:
+            ratios[kind] = base_med / med
+            line += f"; throughput vs {baseline} {base_best / best:.3f} (fastest), "
+            line += f"{base_med / med:.3f} (median); target >= {target}"
+        print(line)
+    return ratios
