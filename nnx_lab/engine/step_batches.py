@@ -9,6 +9,9 @@ the objective or the ``train_step_fn`` exactly as the loader gave it; ``rows`` i
 placeholder of one zero per row, so the records count samples. A loader whose batches
 are already ``(X, y)`` tensor pairs is left alone, so such runs are unchanged bit for bit.
 
+A hook whose two-tensor batches are not ``(inputs, targets)`` (SimCLR's paired views)
+sets ``step_owned_batches = True`` and receives them as the loader gave them too.
+
 A step or an objective may define ``check(model, params)``: the engine calls it while it
 checks the request, before any run directory exists.
 """
@@ -126,7 +129,9 @@ def owns_batches(params: Any) -> bool:
 
 def own_batches(params: Any, objective: Any, train_step_fn: Any) -> Any:
     """``params`` with a train loader read as step-owned batches, when a step or an
-    objective is given and the loader's batches are not ``(X, y)`` tensor pairs."""
+    objective is given and the loader's batches are not ``(X, y)`` tensor pairs, or the
+    hook says ``step_owned_batches = True`` (its pairs are not inputs and targets: two
+    views of one item)."""
     loader = params.train_loader
     if objective is None and train_step_fn is None:
         return params
@@ -134,7 +139,8 @@ def own_batches(params: Any, objective: Any, train_step_fn: Any) -> Any:
         return params  # a batch adapter (or this function) has spoken already
     if isinstance(loader, torch.Tensor) or not hasattr(loader, "__iter__"):
         return params  # the ordinary checks refuse it with their message
-    if _is_pair(first_batch(loader, "NNTrainParams.train_loader")):
+    claims = any(getattr(h, "step_owned_batches", False) for h in (objective, train_step_fn))
+    if not claims and _is_pair(first_batch(loader, "NNTrainParams.train_loader")):
         return params
     return params.replace(train_loader=_OwnedBatches(loader, _StepBatches()))
 

@@ -26,6 +26,7 @@ from nnx_lab.paradigms import (
     kd_objective,
     kd_train_step_factory,
     mixup_train_step_factory,
+    simclr_train_step_factory,
 )
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -166,3 +167,35 @@ def test_the_kd_settings_and_the_teacher_enter_the_run_id(tmp_path):
         for t in (teacher, other)
     }
     assert len(ids) == 8
+
+
+@pytest.mark.parametrize("with_labels", [False, True])
+def test_simclr_trains_on_paired_views(tmp_path, with_labels):
+    g = torch.Generator().manual_seed(0)
+    items = torch.randn(64, 6, generator=g)
+    a = items + 0.05 * torch.randn(64, 6, generator=g)
+    b = items + 0.05 * torch.randn(64, 6, generator=g)
+    tensors = (a, b, torch.arange(64)) if with_labels else (a, b)  # (a, b): views, not (X, y)
+    loader = DataLoader(TensorDataset(*tensors), batch_size=16)
+    model = NNModel(net_params=NNParams(input_dim=6, output_dim=4, hidden_dims=[16]))
+    step = simclr_train_step_factory(temperature=0.5)
+    run = model.train(
+        NNTrainParams(
+            n_epochs=6,
+            seed=0,
+            train_loader=loader,
+            optim=NNOptimParams(max_lr=1e-2),
+            runs_root=str(tmp_path),
+        ),
+        train_step_fn=step,
+    )
+    losses = [s[1] for s in _steps(run)]
+    assert len(losses) == 24
+    assert sum(losses[-4:]) < sum(losses[:4])  # the views of an item move together
+    # the step's loss is NT-Xent of the trained network on a batch
+    from nnx_lab.paradigms import nt_xent_loss
+
+    with torch.no_grad():
+        z = model.net(torch.cat([a[:16], b[:16]]))
+        floor = float(nt_xent_loss(z[:16], z[16:], 0.5))
+    assert floor < losses[0]
