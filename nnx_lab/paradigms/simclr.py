@@ -1,10 +1,11 @@
 """SimCLR (Chen et al. 2020): a contrastive step on paired views, NT-Xent loss (§3.4).
 
-**The batch** is ``(view_a, view_b)``, or ``(view_a, view_b, *rest)`` whose rest (labels,
-ids) the step ignores: two tensors of one shape ``(N, ...)``, row ``i`` of each a
-different augmentation of the same item (the data pipeline makes the views, so the
-step draws nothing). The network maps a view to an embedding ``(N, d)`` (encoder plus
-projection head). NT-Xent, over the ``2N`` embeddings ``z`` normalized to unit length:
+**The batch** is ``(view_a, view_b)``, ``(view_a, view_b, *rest)`` or
+``((view_a, view_b), *rest)``, whose rest (labels, ids) the step ignores: two tensors
+of one shape ``(N, ...)``, row ``i`` of each a different augmentation of the same
+item (the data pipeline makes the views, so the step draws nothing). The network
+maps a view to an embedding ``(N, d)`` (encoder plus projection head). NT-Xent, over
+the ``2N`` embeddings ``z`` normalized to unit length:
 
     loss = mean over i of  −log( exp(z_i·z_p(i) / τ) / Σ_{k ≠ i} exp(z_i·z_k / τ) )
 
@@ -31,6 +32,8 @@ __all__ = ["nt_xent_loss", "paired_views", "simclr_train_step_factory"]
 
 def paired_views(batch: Any, where: str = "batch") -> tuple[torch.Tensor, torch.Tensor]:
     """The two views of a SimCLR batch, or a refusal naming what the batch holds."""
+    if isinstance(batch, tuple | list) and batch and isinstance(batch[0], tuple | list):
+        batch = batch[0]  # ((view_a, view_b), labels)
     if isinstance(batch, tuple | list) and len(batch) >= 2:
         a, b = batch[0], batch[1]
         if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
@@ -47,7 +50,8 @@ def paired_views(batch: Any, where: str = "batch") -> tuple[torch.Tensor, torch.
     raise DataError(
         where,
         f"the batch is a {kind}{size}, not paired views",
-        "yield (view_a, view_b) or (view_a, view_b, labels): two augmentations of the "
+        "yield (view_a, view_b), (view_a, view_b, labels) or ((view_a, view_b), labels): "
+        "two augmentations of the "
         "same N items, one tensor each",
     )
 

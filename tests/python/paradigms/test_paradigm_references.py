@@ -303,3 +303,13 @@ def test_the_beta_draws_have_beta_moments(alpha):
     assert ((draws >= 0) & (draws <= 1)).all()
     assert abs(float(draws.mean()) - 0.5) < 4 * math.sqrt(var / 4000)
     assert abs(float(draws.var()) - var) < 0.15 * var
+
+
+def test_simclr_reads_nested_views_as_flat_ones():
+    g = torch.Generator().manual_seed(4)
+    a, b = torch.randn(8, 6, generator=g), torch.randn(8, 6, generator=g)
+    losses = []
+    for batch in ((a, b), (a, b, torch.arange(8)), ((a, b), torch.arange(8))):
+        net = _mlp(4, k=5)
+        losses.append(simclr_train_step_factory(0.5)(_ctx(net, batch, [])).loss)
+    assert losses[0] == losses[1] == losses[2]
