@@ -12,7 +12,8 @@ in one process, rounds alternating their order (benchmarks/_compare.py):
 
     python benchmarks/paradigm_steps.py [--rounds 3] [--epochs 2] [--only kd,mixup]
 
-Prints each kind's fastest and median seconds and the throughput ratio
+Both sides iterate one list of batches made beforehand (the step, not the loader, is
+measured). Prints each kind's fastest and median seconds and the throughput ratio
 hand-written / nnx-lab for each paradigm (target >= 0.95).
 """
 
@@ -66,8 +67,10 @@ def _cnn():
 
 
 def _loader(*tensors):
+    """The batches, made once: both sides iterate the same list, so the figures compare
+    the steps, not a DataLoader's row-by-row collation with the engine's batched path."""
     gen = torch.Generator().manual_seed(1)
-    return DataLoader(TensorDataset(*tensors), batch_size=128, shuffle=True, generator=gen)
+    return list(DataLoader(TensorDataset(*tensors), batch_size=128, shuffle=True, generator=gen))
 
 
 def _update(opt, net, loss):
