@@ -114,12 +114,17 @@ _EXPORTS: dict[str, str] = {
     "AbstentionExplorer": "nnx_lab.widgets",
     "DatasetSummary": "nnx_lab.widgets",
     "ModelSummary": "nnx_lab.widgets",
+    "Interpretation": "nnx_lab.widgets",  # issue 28: the mistakes a model makes
     "open_in_panel": "nnx_lab.widgets",
     "list_runs": "nnx_lab.runs",
     "lr_finder": "nnx_lab.lr_sweep",
     "LRFinderResult": "nnx_lab.lr_sweep",
     "request_stop": "nnx_lab.runs",
     "NNTabularDataset": "nnx_lab.data",
+    "NNGraphDataset": "nnx_lab.graphs",  # the graph extra (§2.12)
+    "graphs": "nnx_lab.graphs",
+    "graph_tasks": "nnx_lab.graph_tasks",
+    "link_tasks": "nnx_lab.link_tasks",
     "ExperimentPlan": "nnx_lab.plans",
     "FitResult": "nnx_lab.plans",
     "drift_report": "nnx_lab.plans",
@@ -142,6 +147,8 @@ _EXPORTS: dict[str, str] = {
     "LoadPretrainedResult": "nnx_lab.engine.pretrained",
     # issue 23: the batched fast path for tensor data, on by default
     "set_fast_batches": "nnx_lab.engine.fast_batches",
+    # issue 25: denoising diffusion (§3.3)
+    "diffusion": "nnx_lab.diffusion",
     # issue 25 (§3.4): distillation, SimCLR, Mixup and CutMix steps
     "paradigms": "nnx_lab.paradigms",
 }
@@ -159,6 +166,10 @@ _MODULES = (
     "seeding",
     "monitors",
     "trainer",
+    "graphs",
+    "graph_tasks",
+    "link_tasks",
+    "diffusion",
     "paradigms",
 )
 

@@ -365,6 +365,9 @@ def _loader_identity(loader: Any, with_content: bool) -> tuple[dict[str, Any], l
         return ident, unknown
     if not with_content:
         return {"kind": type(loader).__qualname__}, []
+    declared = getattr(loader, "nnx_identity", None)
+    if isinstance(declared, dict):  # a batch source that fingerprints its own content
+        return {"kind": "declared", "type": type(loader).__qualname__, **declared}, []
     if isinstance(loader, list | tuple):
         h = _new_digest()
         for batch in loader:
@@ -428,7 +431,7 @@ def iter_inputs(X: Any, batch_size: int = 4096, *, cast: bool = True) -> Iterato
     """Feature batches from a tensor, an array, an ``(X, y)`` tuple, or a loader.
     ``cast``: integer features become float32 (the MLP's inputs; an own module may take
     token ids as they are)."""
-    if type(X) is Inputs:  # an adapted batch: it goes through whole
+    if isinstance(X, Inputs):  # an adapted batch (or a graph batch): it goes through whole
         yield X
         return
     if isinstance(X, np.ndarray):

@@ -101,6 +101,10 @@ class Nets(_NamedEnum):
     TRANSFORMER = "transformer"  # NNTransformerParams: a decoder-only TransformerNN
     VIT = "vit"  # NNViTParams: a vision transformer on (N, C, H, W) images
     FEED_FWD_MOE = "feed_fwd_moe"  # NNMoEParams: mixture-of-experts layers
+    # NNParams on a graph batch (the graph extra): GCN, GraphSAGE and GAT layers
+    GRAPH_CONV = "graph_conv"
+    GRAPH_SAGE = "graph_sage"
+    GRAPH_ATT = "graph_att"
 
 
 class Optims(_NamedEnum):

@@ -46,7 +46,8 @@ class EpochSums:
 
     def add_outputs(self, out: StepOutput) -> None:
         """One step's raw outputs into the declared metrics' accumulation."""
-        if self.acc is not None:
+        # an objective without outputs (its metrics are its evaluator's) scores nothing here
+        if self.acc is not None and out.outputs is not None:
             self.acc.add(out.outputs, out.targets)  # type: ignore[arg-type]
         if out.term_sums is not None:
             for name, (num, den) in out.term_sums.items():

@@ -246,7 +246,7 @@ class NNModel:
         callbacks, components = check_train_args(
             params, callbacks, components, distributed, eval_step_fn
         )
-        check_objective(objective, distributed, params)
+        check_objective(objective, distributed, params, eval_step_fn)
         check_step_fn(train_step_fn, objective, distributed, self.trained_params().compile)
         print_model_banner(self)
         pre = self.preflight(
@@ -448,7 +448,7 @@ class NNModel:
         spec = probability_spec(spec, self.params.task, self._output_dim())
         warn_positions(X, stacklevel=2)
         logits = self._logits(X, "predict_proba")
-        return probabilities(logits, spec, self.task(), self._task_spec, derived)
+        return probabilities(logits, spec, self.task(), self._task_spec, derived, source=X)
 
     def iter_predict(
         self, loader: Any, rich: bool = False, spec: ProbabilitySpec | None = None

@@ -21,6 +21,9 @@ NET_PARAMS: dict[Nets, type] = {
     Nets.TRANSFORMER: NNTransformerParams,
     Nets.VIT: NNViTParams,
     Nets.FEED_FWD_MOE: NNMoEParams,
+    Nets.GRAPH_CONV: NNParams,
+    Nets.GRAPH_SAGE: NNParams,
+    Nets.GRAPH_ATT: NNParams,
 }
 
 _EXAMPLES = {
@@ -29,6 +32,10 @@ _EXAMPLES = {
     Nets.TRANSFORMER: "NNTransformerParams(vocab_size=..., n_layers=2, d_model=64, n_heads=4)",
     Nets.VIT: "NNViTParams(output_dim=..., image_size=28, patch_size=7, in_channels=1)",
     Nets.FEED_FWD_MOE: "NNMoEParams(input_dim=..., output_dim=..., num_experts=4, top_k=2)",
+    **dict.fromkeys(
+        (Nets.GRAPH_CONV, Nets.GRAPH_SAGE, Nets.GRAPH_ATT),
+        "NNParams(input_dim=node features, output_dim=classes, hidden_dims=[...])",
+    ),
 }
 
 

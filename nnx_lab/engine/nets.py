@@ -67,4 +67,8 @@ def build_net(kind: Nets, params: Any) -> nn.Module:
         from .nets_moe import MoENN
 
         return MoENN(params)
+    if kind in (Nets.GRAPH_CONV, Nets.GRAPH_SAGE, Nets.GRAPH_ATT):
+        from .nets_graph import GraphNodeNN
+
+        return GraphNodeNN(kind, params)
     raise NotImplementedError(f"net {kind!r} is not built by nnx_lab yet")

@@ -120,7 +120,10 @@ def build_network(
                 "init_seed", init_seed, "a ModelSpec carries its own seed: ModelSpec(..., seed=)"
             )
         net = build_from_spec(spec).to(device)
-        return BuiltNetwork(net, NetShape(None, None, False, f"ModelSpec {spec.id!r}"), params)
+        # a factory's module may declare its width (batches the engine cannot probe)
+        width = getattr(net, "output_dim", None)
+        width = int(width) if isinstance(width, int) and not isinstance(width, bool) else None
+        return BuiltNetwork(net, NetShape(None, width, False, f"ModelSpec {spec.id!r}"), params)
     check_net_params(params.net, net_params)
     if params.task is not None:
         if params.task.n_outputs is None:  # TaskSpec.categorical(): the net's width

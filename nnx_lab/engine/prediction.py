@@ -24,7 +24,12 @@ from .data import check_inputs, iter_inputs, shuffles
 from .evaluate import inference
 from .net_shape import NetShape
 from .precision import ResolvedPrecision
-from .probabilities import PredictionResult, ProbabilitySpec, prediction_from_logits
+from .probabilities import (
+    PredictionResult,
+    ProbabilitySpec,
+    as_sample_ids,
+    prediction_from_logits,
+)
 from .task_spec import TaskSpec
 from .tasks import Task
 
@@ -35,6 +40,7 @@ __all__ = [
     "predict_logits",
     "probabilities",
     "probability_spec",
+    "source_sample_ids",
     "warn_positions",
 ]
 
@@ -58,10 +64,13 @@ class Prediction:
 
 def check_features(xb: Any, input_dim: Any) -> None:
     """Refuse a batch the network cannot take: ``input_dim`` is the MLP's width (an
-    int) or an own network's ``NetShape`` (its row shape, when it has one)."""
+    int) or an own network's ``NetShape`` (its row shape, when it has one). Adapted
+    inputs and graph batches go to the network whole: it checks them."""
+    if isinstance(xb, Inputs):
+        return
     if isinstance(input_dim, NetShape):
         shape = input_dim
-        if type(xb) is Inputs or shape.sample_shape is None:
+        if shape.sample_shape is None:
             return
         if shape.tabular:
             input_dim = shape.input_dim
@@ -166,14 +175,18 @@ def probabilities(
     task: Task,
     declared: TaskSpec | None,
     derived: bool,
+    source: Any = None,
 ) -> PredictionResult:
     """``predict_proba``'s result from the logits: ``spec`` applied (None: a regression
     task's values, no probabilities); a spec ``derived`` from a declared multilabel task
-    decodes with the task's threshold, as ``predict()`` and the records do."""
+    decodes with the task's threshold, as ``predict()`` and the records do.
+    ``source``: what was predicted on; a source that names its rows (a graph loader's
+    ``sample_ids``) gives their ids, else the ids are the rows' positions."""
+    sample_ids = source_sample_ids(source)
     if spec is None:
-        ids = np.arange(logits.shape[0], dtype=np.int64)
+        ids = as_sample_ids(sample_ids, int(logits.shape[0]))
         return PredictionResult(logits, None, task.decode(logits), None, ids)
-    result = prediction_from_logits(logits, spec)
+    result = prediction_from_logits(logits, spec, sample_ids=sample_ids)
     if (
         derived
         and declared is not None
@@ -182,6 +195,13 @@ def probabilities(
     ):
         result = dataclasses.replace(result, decoded=task.decode(logits))
     return result
+
+
+def source_sample_ids(X: Any) -> Any:
+    """The ids a batch source declares for its rows, in iteration order (a graph
+    loader's node indices or graph ids), or None: rows are then their positions."""
+    ids = getattr(X, "sample_ids", None)
+    return None if callable(ids) else ids
 
 
 def warn_positions(X: Any, stacklevel: int) -> None:

@@ -69,8 +69,13 @@ def check_train_args(
     return callbacks, components
 
 
-def check_objective(objective: Any, distributed: Any, params: NNTrainParams) -> None:
-    """Refuse an ``objective=`` that is not an ``Objective`` before any run exists."""
+def check_objective(
+    objective: Any, distributed: Any, params: NNTrainParams, eval_step_fn: Any = None
+) -> None:
+    """Refuse an ``objective=`` that is not an ``Objective`` before any run exists.
+    Declared metrics need outputs to score, unless an ``eval_step_fn`` reports them
+    (validation's metrics are then the evaluator's; the training records hold the loss
+    and the terms)."""
     if objective is None:
         return
     if not isinstance(objective, Objective):
@@ -80,6 +85,8 @@ def check_objective(objective: Any, distributed: Any, params: NNTrainParams) -> 
             "pass an nnx_lab.Objective: subclass it with compute(net, batch, ctx), or wrap "
             "a function as Objective(fn); a function that owns the update is a train_step_fn",
         )
+    if eval_step_fn is not None and not params.extra_metrics:
+        return
     if not objective.scores_outputs and (params.metrics or params.extra_metrics):
         raise ConfigError(
             "NNTrainParams.metrics",

@@ -1,6 +1,7 @@
 """nnx-lab's JupyterLab widgets (anywidget): the live TrainingMonitor, the PlanBuilder
 form, the DriftReport table, the LRFinderWidget sweep, the CalibrationExplorer and
-AbstentionExplorer, the DatasetSummary and ModelSummary tables, and ``open_in_panel`` (a run in the
+AbstentionExplorer, the DatasetSummary and ModelSummary tables, the Interpretation of a
+model's mistakes, and ``open_in_panel`` (a run in the
 JupyterLab runs panel).
 
 The front end is built from ``js/`` into ``nnx_lab/static/`` by ``npm run build``
@@ -27,6 +28,7 @@ __all__ = [
     "CalibrationExplorer",
     "DatasetSummary",
     "DriftReport",
+    "Interpretation",
     "LRFinderWidget",
     "ModelSummary",
     "PlanBuilder",
@@ -39,6 +41,7 @@ _LAZY = {
     "AbstentionExplorer": "._abstention",
     "DatasetSummary": "._dataset_summary",
     "ModelSummary": "._model_summary",
+    "Interpretation": "._interpretation",
 }
 
 

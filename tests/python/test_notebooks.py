@@ -162,11 +162,19 @@ def test_notebook_runs_headless(path: Path, tmp_path: Path, monkeypatch: pytest.
         assert float(losses["picked"]) < float(losses["default 0.001"]), text
     if path.name == "calibration_and_abstention.ipynb":
         _check_calibration_notebook(text, workdir)
+    if path.name == "interpretation.ipynb":
+        # the CNN's BEST checkpoint on the test split, and the regression's residuals
+        assert re.search(r"^run \w{8} \(best\) on 'test': 271 rows, \d+ mistakes$", text, re.M)
+        assert re.search(r"^the policy declines \d+ of the 24 top losses$", text, re.M), text
+        assert re.search(r"^a model on 'test': 92 rows, MAE [\d.]+$", text, re.M), text
     if path.name == "custom_training.ipynb":
         _check_vae_section(text, workdir)
         _check_finetuning_section(text)
+        _check_gan_section(text, workdir)
     if path.name == "share_a_run.ipynb":
         _check_share_notebook(text, workdir)
+    if path.name == "diffusion_2d.ipynb":
+        _check_diffusion_notebook(text, workdir)
     if path.name == "distillation_and_lora.ipynb":
         _check_distillation_notebook(text, workdir)
     if path.name in STOP_CELLS:
@@ -212,6 +220,58 @@ def _check_vae_section(text: str, workdir: Path) -> None:
     (size,) = struct.unpack(">I", png[33:37])
     assert png[37:41] == b"IDAT", png[:48]
     assert len(zlib.decompress(png[41 : 41 + size])) == height * (1 + width)
+
+
+def _check_diffusion_notebook(text: str, workdir: Path) -> None:
+    """The loss logged, a scatter per epoch, samples on the mixture, the chain, the reload."""
+    from nnx_lab.runs import list_figures
+
+    found = re.search(r"^diffusion run (\w+)$", text, re.M)
+    assert found, text
+    run_dir = workdir / "runs" / found.group(1)
+    lines = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    epochs = [ln for ln in lines if ln["event"] == "epoch_ended"]
+    assert len(epochs) == 80, text
+    assert all(set(ln["terms"]) == {"mse"} for ln in lines if ln["event"] == "step")
+    assert epochs[-1]["train"]["loss"] < 0.9 * epochs[0]["train"]["loss"], epochs
+    figures = [f for f in list_figures(run_dir) if f.name == "samples"]
+    assert [f.epoch for f in figures] == list(range(1, 81)), figures
+    assert {f.kind for f in figures} == {"scatter"}, figures
+    assert "80 preview figures" in text, text
+    near = re.search(r"near a mode: noise ([\d.]+), samples ([\d.]+)", text)
+    assert near, text
+    assert float(near.group(2)) > 0.4, text
+    assert float(near.group(2)) > 3 * float(near.group(1)), text
+    counts = re.search(r"samples per mode: \[([\d, ]+)\]", text)
+    assert counts, text
+    assert min(int(c) for c in counts.group(1).split(",")) > 50, text  # every mode found
+    assert "chain: (101, 400, 2) (steps T..0, points, dims)" in text, text
+    slid = re.search(r"slider at t=0: near a mode ([\d.]+); at t=100: ([\d.]+)", text)
+    assert slid, text
+    assert float(slid.group(1)) > 3 * float(slid.group(2)), text
+    assert "reloaded samples equal: True" in text, text
+
+
+def _check_gan_section(text: str, workdir: Path) -> None:
+    """Two optimizers, each counted per batch, a samples figure per epoch, and a
+    generator that covers the ring's modes after training."""
+    from nnx_lab.runs import list_figures
+
+    found = re.search(r"^GAN run (\w+)$", text, re.M)
+    assert found, text
+    run_dir = workdir / "runs" / found.group(1)
+    lines = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    steps = [ln for ln in lines if ln["event"] == "step"]
+    assert steps[-1]["step"] == 2 * 32 * 12, steps[-1]  # G and D once per batch
+    assert all(set(s["lrs"]) == {"G", "D"} for s in steps), steps[0]
+    assert [f.epoch for f in list_figures(run_dir) if f.name == "samples"] == list(range(1, 13))
+    covered = dict(
+        re.findall(
+            r"^(before|after) training: median distance [\d.]+, modes covered (\d)", text, re.M
+        )
+    )
+    assert int(covered["before"]) <= 2, text
+    assert int(covered["after"]) >= 6, text
 
 
 def _check_finetuning_section(text: str) -> None:

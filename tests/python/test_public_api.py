@@ -58,6 +58,10 @@ EXPECTED = {
     "NNRun",
     "NNSchedulerParams",
     "NNTabularDataset",
+    "NNGraphDataset",
+    "graphs",
+    "graph_tasks",
+    "link_tasks",
     "NNTrainParams",
     "Nets",
     "Optims",
@@ -147,6 +151,10 @@ EXPECTED = {
     "frozen",
     "load_pretrained",
     "unfreeze",
+    # issue 25: denoising diffusion (§3.3)
+    "diffusion",
+    # issue 28: the mistakes a model makes
+    "Interpretation",
     # issue 25: training paradigms (§3.4)
     "paradigms",
 }
@@ -165,6 +173,7 @@ def test_the_widget_names_are_pinned():
         "CalibrationExplorer",
         "DatasetSummary",
         "DriftReport",
+        "Interpretation",
         "LRFinderWidget",
         "ModelSummary",
         "PlanBuilder",
@@ -189,6 +198,10 @@ MODULES = {
     "seeding",
     "monitors",
     "trainer",
+    "graphs",
+    "graph_tasks",
+    "link_tasks",
+    "diffusion",
     "paradigms",
 }
 

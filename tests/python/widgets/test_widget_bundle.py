@@ -28,6 +28,7 @@ def test_every_widget_has_an_entry_and_a_budget():
         "calibration",
         "dataset_summary",
         "drift",
+        "interpretation",
         "lr_finder",
         "model_summary",
         "monitor",

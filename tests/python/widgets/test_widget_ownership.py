@@ -21,13 +21,22 @@ import torch
 import traitlets as t
 
 import nnx_lab.widgets as widgets
-from nnx_lab import ExperimentPlan, NNTabularDataset, ProbabilitySpec, prediction_from_logits
+from nnx_lab import (
+    ExperimentPlan,
+    NNModel,
+    NNModelParams,
+    NNParams,
+    NNTabularDataset,
+    ProbabilitySpec,
+    prediction_from_logits,
+)
 from nnx_lab.data_splits import SplitManifest
 from nnx_lab.widgets import (
     AbstentionExplorer,
     CalibrationExplorer,
     DatasetSummary,
     DriftReport,
+    Interpretation,
     LRFinderWidget,
     ModelSummary,
     PlanBuilder,
@@ -49,6 +58,7 @@ PAGE_TRAITS = {
     CalibrationExplorer: {"temperature", "path"},
     DatasetSummary: set(),
     DriftReport: {"changed_only"},
+    Interpretation: {"normalize", "cell"},
     LRFinderWidget: {"chosen_lr"},
     ModelSummary: {"query", "collapsed"},
     PlanBuilder: set(),
@@ -84,6 +94,9 @@ def make(cls, tmp_path):
     if cls is DriftReport:
         plan = plan_for(tmp_path)
         return DriftReport(plan, plan.with_lr(0.01))
+    if cls is Interpretation:
+        net = NNModel(NNParams(input_dim=3, output_dim=2, hidden_dims=[4]), NNModelParams())
+        return Interpretation(net, (torch.rand(5, 3), torch.tensor([0, 1, 0, 1, 1])))
     if cls is ModelSummary:
         return ModelSummary(torch.nn.Sequential(torch.nn.Linear(3, 2)), live=False)
     if cls is DatasetSummary:
