@@ -14,13 +14,15 @@ in one process, rounds alternating their order (benchmarks/_compare.py):
 
 Both sides iterate one list of batches made beforehand (the step, not the loader, is
 measured). Prints each kind's fastest and median seconds and the throughput ratio
-hand-written / nnx-lab for each paradigm (target >= 0.95).
+hand-written / nnx-lab for each paradigm, and the median of the per-round ratios
+(target >= 0.95).
 """
 
 from __future__ import annotations
 
 import math
 import os
+import statistics
 import tempfile
 import time
 
@@ -214,6 +216,13 @@ def main() -> None:
         kinds = PARADIGMS[name](args.epochs)
         times = alternate(kinds, args.rounds)
         report(times, baseline=f"{name} hand-written", target=0.95)
+        # on a shared machine the speed moves between rounds: each round's pair ran
+        # back to back, the fairest comparison, so their ratios' median is printed too
+        hand, nnx = times[f"{name} hand-written"], times[f"{name} nnx-lab"]
+        paired = [h / k for h, k in zip(hand, nnx, strict=True)]
+        print(
+            f"{name}: median of the {len(paired)} per-round ratios {statistics.median(paired):.3f}"
+        )
 
 
 if __name__ == "__main__":
