@@ -149,6 +149,10 @@ _EXPORTS: dict[str, str] = {
     "set_fast_batches": "nnx_lab.engine.fast_batches",
     # issue 25: denoising diffusion (§3.3)
     "diffusion": "nnx_lab.diffusion",
+    # issue 26: causal language models (§3.6)
+    "lm_tasks": "nnx_lab.lm_tasks",
+    "GenerativeNNModel": "nnx_lab.lm_tasks",
+    "GenerationPlayground": "nnx_lab.widgets",
     # issue 25 (§3.4): distillation, SimCLR, Mixup and CutMix steps
     "paradigms": "nnx_lab.paradigms",
 }
@@ -170,6 +174,7 @@ _MODULES = (
     "graph_tasks",
     "link_tasks",
     "diffusion",
+    "lm_tasks",
     "paradigms",
 )
 

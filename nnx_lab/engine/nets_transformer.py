@@ -1,6 +1,12 @@
 """``Nets.TRANSFORMER`` (``TransformerNN``, decoder-only) and ``Nets.VIT`` (``ViTNN``):
 pre-norm blocks of multi-head self-attention (``scaled_dot_product_attention``) and a
-GELU MLP, shared by both."""
+GELU MLP, shared by both.
+
+``TransformerNN.forward(ids, cache=KVCache())`` keeps each layer's keys and values so
+that generation feeds only the new tokens: the cache holds the positions already seen
+and the rotary angles continue from there. Without a cache the forward is the one it
+always was, operation for operation.
+"""
 
 from __future__ import annotations
 
@@ -8,16 +14,49 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..errors import DataError
 from .transformer_params import NNTransformerParams, NNViTParams
 
-__all__ = ["TransformerNN", "ViTNN"]
+__all__ = ["KVCache", "TransformerNN", "ViTNN"]
 
 
-def _rope(x: torch.Tensor, base: float) -> torch.Tensor:
-    """Rotary positions on ``x`` (N, heads, T, head_dim): pairs rotated by position."""
+class KVCache:
+    """Each attention layer's keys and values so far, ``(N, heads, length, head_dim)``.
+
+    Pass a fresh one to ``TransformerNN.forward(ids, cache=...)`` with the prompt, then
+    the same one with each new token; ``length`` is the positions it holds. A cache
+    belongs to one batch of sequences: ``reorder(index)`` keeps the rows named (beam
+    search, dropping finished rows)."""
+
+    def __init__(self) -> None:
+        self.layers: list[tuple[torch.Tensor, torch.Tensor]] = []
+        self.length = 0
+
+    def __repr__(self) -> str:
+        return f"KVCache(layers={len(self.layers)}, length={self.length})"
+
+    def append(
+        self, layer: int, k: torch.Tensor, v: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Add one layer's new keys and values; returns all of them so far."""
+        if layer == len(self.layers):
+            self.layers.append((k, v))
+        else:
+            old_k, old_v = self.layers[layer]
+            self.layers[layer] = (torch.cat((old_k, k), dim=2), torch.cat((old_v, v), dim=2))
+        return self.layers[layer]
+
+    def reorder(self, index: torch.Tensor) -> None:
+        self.layers = [(k[index], v[index]) for k, v in self.layers]
+
+
+def _rope(x: torch.Tensor, base: float, start: int = 0) -> torch.Tensor:
+    """Rotary positions on ``x`` (N, heads, T, head_dim): pairs rotated by position
+    (``start`` onwards: the positions a cache already holds come first)."""
     t, d = x.shape[-2], x.shape[-1]
     inv = base ** (-torch.arange(0, d, 2, device=x.device, dtype=torch.float32) / d)
-    angles = torch.arange(t, device=x.device, dtype=torch.float32)[:, None] * inv[None, :]
+    positions = torch.arange(start, start + t, device=x.device, dtype=torch.float32)
+    angles = positions[:, None] * inv[None, :]
     cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
     x1, x2 = x[..., 0::2], x[..., 1::2]
     return torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).flatten(-2)
@@ -32,15 +71,36 @@ class _Attention(nn.Module):
         self.qkv = nn.Linear(d_model, 3 * d_model)
         self.out = nn.Linear(d_model, d_model)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, cache: KVCache | None = None, layer: int = 0
+    ) -> torch.Tensor:
         n, t, d = x.shape
         q, k, v = self.qkv(x).view(n, t, 3, self.n_heads, d // self.n_heads).permute(2, 0, 3, 1, 4)
+        if cache is not None:
+            return self._cached(q, k, v, cache, layer)
         if self.rope is not None:
             q, k = _rope(q, self.rope), _rope(k, self.rope)
         y = F.scaled_dot_product_attention(
             q, k, v, is_causal=self.causal, dropout_p=self.dropout if self.training else 0.0
         )
         return self.out(y.transpose(1, 2).reshape(n, t, d))
+
+    def _cached(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cache: KVCache, layer: int
+    ) -> torch.Tensor:
+        n, _, t, _ = q.shape
+        start = cache.length
+        if self.rope is not None:
+            q, k = _rope(q, self.rope, start), _rope(k, self.rope, start)
+        k, v = cache.append(layer, k, v)
+        mask = None
+        if self.causal and t > 1:  # new token i sees the cache and new tokens up to i
+            total = k.shape[2]
+            rows = torch.arange(t, device=q.device)[:, None] + start
+            mask = torch.arange(total, device=q.device)[None, :] <= rows
+        drop = self.dropout if self.training else 0.0
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=drop)
+        return self.out(y.transpose(1, 2).reshape(n, t, -1))
 
 
 class _Block(nn.Module):
@@ -64,8 +124,10 @@ class _Block(nn.Module):
             nn.Dropout(dropout),
         )
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = x + self.attn(self.norm1(x))
+    def forward(
+        self, x: torch.Tensor, cache: KVCache | None = None, layer: int = 0
+    ) -> torch.Tensor:
+        x = x + self.attn(self.norm1(x), cache, layer)
         return x + self.mlp(self.norm2(x))
 
 
@@ -75,6 +137,7 @@ class TransformerNN(nn.Module):
     def __init__(self, params: NNTransformerParams) -> None:
         super().__init__()
         p = params
+        self.max_seq_len = p.max_seq_len
         self.embed = nn.Embedding(p.vocab_size, p.d_model)
         self.drop = nn.Dropout(p.dropout_prob)
         self.blocks = nn.ModuleList(
@@ -86,10 +149,24 @@ class TransformerNN(nn.Module):
         if p.tie_embeddings:
             self.head.weight = self.embed.weight
 
-    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+    def forward(self, ids: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
+        """Logits of ``ids``; with ``cache``, ``ids`` are the tokens after those the
+        cache holds (the whole prompt first, then one or more at a time)."""
         x = self.drop(self.embed(ids))
-        for block in self.blocks:
-            x = block(x)
+        if cache is None:
+            for block in self.blocks:
+                x = block(x)
+            return self.head(self.norm(x))
+        if cache.length + ids.shape[1] > self.max_seq_len:
+            raise DataError(
+                "TransformerNN.forward(cache)",
+                f"the cache holds {cache.length} positions and {ids.shape[1]} more were given",
+                f"at most max_seq_len={self.max_seq_len} in all: start a new cache on a "
+                "cropped context",
+            )
+        for i, block in enumerate(self.blocks):
+            x = block(x, cache, i)
+        cache.length += ids.shape[1]
         return self.head(self.norm(x))
 
 

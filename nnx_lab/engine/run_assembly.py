@@ -127,7 +127,7 @@ def run_config(
             "nonfinite": objective.nonfinite,
         }
         own = getattr(objective, "run_identity", None)
-        if callable(own):  # an objective that carries configuration (a noise schedule, a teacher)
+        if callable(own):  # an objective's own settings (a noise schedule, a vocabulary)
             config["objective"]["config"] = own()
     if train_step_fn is not None:
         config["train_step"] = callable_identity(train_step_fn)

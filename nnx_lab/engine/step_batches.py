@@ -9,9 +9,6 @@ the objective or the ``train_step_fn`` exactly as the loader gave it; ``rows`` i
 placeholder of one zero per row, so the records count samples. A loader whose batches
 are already ``(X, y)`` tensor pairs is left alone, so such runs are unchanged bit for bit.
 
-A hook whose two-tensor batches are not ``(inputs, targets)`` (SimCLR's paired views)
-sets ``step_owned_batches = True`` and receives them as the loader gave them too.
-
 A step or an objective may define ``check(model, params)``: the engine calls it while it
 checks the request, before any run directory exists.
 """
@@ -26,6 +23,7 @@ import torch
 from ..errors import ConfigError, DataError
 from .adapters import AdaptedBatches, BatchAdapter, Inputs
 from .data import check_loader, first_batch
+from .fast_batches import batches
 from .tasks import Task
 
 __all__ = [
@@ -103,7 +101,8 @@ class _StepBatches(BatchAdapter):
 class _OwnedBatches(AdaptedBatches):
     def __iter__(self):  # type: ignore[override]
         adapter = self.adapter
-        for batch in self.source:
+        # the source's own batches, through the fast path for tensor data where it applies
+        for batch in batches(self.source):
             (inner,), _, rows = adapter.split(batch)
             yield StepBatch(inner), rows
 
@@ -130,8 +129,8 @@ def owns_batches(params: Any) -> bool:
 def own_batches(params: Any, objective: Any, train_step_fn: Any) -> Any:
     """``params`` with a train loader read as step-owned batches, when a step or an
     objective is given and the loader's batches are not ``(X, y)`` tensor pairs, or the
-    hook says ``step_owned_batches = True`` (its pairs are not inputs and targets: two
-    views of one item)."""
+    hook says ``owns_batches = True`` (its pairs are not the model's inputs and targets:
+    a language model's ``(inputs, next tokens)``)."""
     loader = params.train_loader
     if objective is None and train_step_fn is None:
         return params
@@ -139,8 +138,8 @@ def own_batches(params: Any, objective: Any, train_step_fn: Any) -> Any:
         return params  # a batch adapter (or this function) has spoken already
     if isinstance(loader, torch.Tensor) or not hasattr(loader, "__iter__"):
         return params  # the ordinary checks refuse it with their message
-    claims = any(getattr(h, "step_owned_batches", False) for h in (objective, train_step_fn))
-    if not claims and _is_pair(first_batch(loader, "NNTrainParams.train_loader")):
+    claimed = any(getattr(h, "owns_batches", False) is True for h in (objective, train_step_fn))
+    if not claimed and _is_pair(first_batch(loader, "NNTrainParams.train_loader")):
         return params
     return params.replace(train_loader=_OwnedBatches(loader, _StepBatches()))
 

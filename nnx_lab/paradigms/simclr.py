@@ -69,7 +69,7 @@ def nt_xent_loss(z_a: torch.Tensor, z_b: torch.Tensor, temperature: float) -> to
 class SimCLRStep:
     """The SimCLR ``train_step_fn``: both views in one forward, NT-Xent, one update."""
 
-    step_owned_batches = True  # (view_a, view_b) is two views, not inputs and targets
+    owns_batches = True  # (view_a, view_b) is two views, not inputs and targets
 
     def __init__(self, temperature: Any) -> None:
         ok = isinstance(temperature, int | float) and not isinstance(temperature, bool)

@@ -1,8 +1,8 @@
 """nnx-lab's JupyterLab widgets (anywidget): the live TrainingMonitor, the PlanBuilder
 form, the DriftReport table, the LRFinderWidget sweep, the CalibrationExplorer and
 AbstentionExplorer, the DatasetSummary and ModelSummary tables, the Interpretation of a
-model's mistakes, and ``open_in_panel`` (a run in the
-JupyterLab runs panel).
+model's mistakes, the GenerationPlayground of a language model, and ``open_in_panel``
+(a run in the JupyterLab runs panel).
 
 The front end is built from ``js/`` into ``nnx_lab/static/`` by ``npm run build``
 (``pip install -e .`` runs it). The wire protocol is in ``_protocol.py``. The
@@ -28,6 +28,7 @@ __all__ = [
     "CalibrationExplorer",
     "DatasetSummary",
     "DriftReport",
+    "GenerationPlayground",
     "Interpretation",
     "LRFinderWidget",
     "ModelSummary",
@@ -42,6 +43,7 @@ _LAZY = {
     "DatasetSummary": "._dataset_summary",
     "ModelSummary": "._model_summary",
     "Interpretation": "._interpretation",
+    "GenerationPlayground": "._playground",
 }
 
 

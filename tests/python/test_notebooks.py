@@ -175,6 +175,8 @@ def test_notebook_runs_headless(path: Path, tmp_path: Path, monkeypatch: pytest.
         _check_share_notebook(text, workdir)
     if path.name == "diffusion_2d.ipynb":
         _check_diffusion_notebook(text, workdir)
+    if path.name == "tiny_language_model.ipynb":
+        _check_lm_notebook(text, workdir)
     if path.name == "distillation_and_lora.ipynb":
         _check_distillation_notebook(text, workdir)
     if path.name in STOP_CELLS:
@@ -183,6 +185,24 @@ def test_notebook_runs_headless(path: Path, tmp_path: Path, monkeypatch: pytest.
         run_dir = workdir / "runs" / match.group(1)
         assert (run_dir / "checkpoints" / "last.json").is_file()
         assert yaml.safe_load((run_dir / "metadata.yaml").read_text())["status"] == "stopped"
+
+
+def _check_lm_notebook(text: str, workdir: Path) -> None:
+    """Perplexity per epoch, down; the playground redrawn each epoch; the cache agrees."""
+    shown = re.findall(r"^epoch (\d+): perplexity ([\d.]+); the (.*)$", text, re.M)
+    assert [int(e) for e, _, _ in shown] == list(range(1, 7)), text
+    perplexities = [float(p) for _, p, _ in shown]
+    assert perplexities[-1] < 0.5 * perplexities[0], text
+    assert "playground, epoch 6" in text, text
+    assert "greedy, cached == uncached: True" in text, text
+    assert "same seed, same text: True ; global RNG untouched: True" in text, text
+    found = re.search(r"^LM run (\w+)$", text, re.M)
+    assert found, text
+    lines = (workdir / "runs" / found.group(1) / "metrics.jsonl").read_text().splitlines()
+    epochs = [json.loads(ln) for ln in lines if '"epoch_ended"' in ln]
+    assert [set(e["val"]["metrics"]) for e in epochs] == [{"perplexity", "token_accuracy"}] * 6
+    assert all(e["val"].get("precision") is None for e in epochs)
+    assert (workdir / "vocab.json").is_file()
 
 
 def _check_vae_section(text: str, workdir: Path) -> None:

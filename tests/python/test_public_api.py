@@ -155,6 +155,10 @@ EXPECTED = {
     "diffusion",
     # issue 28: the mistakes a model makes
     "Interpretation",
+    # issue 26: causal language models (§3.6)
+    "lm_tasks",
+    "GenerativeNNModel",
+    "GenerationPlayground",
     # issue 25: training paradigms (§3.4)
     "paradigms",
 }
@@ -174,6 +178,7 @@ def test_the_widget_names_are_pinned():
         "DatasetSummary",
         "DriftReport",
         "Interpretation",
+        "GenerationPlayground",
         "LRFinderWidget",
         "ModelSummary",
         "PlanBuilder",
@@ -202,6 +207,7 @@ MODULES = {
     "graph_tasks",
     "link_tasks",
     "diffusion",
+    "lm_tasks",
     "paradigms",
 }
 

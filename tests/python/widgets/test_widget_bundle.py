@@ -33,6 +33,7 @@ def test_every_widget_has_an_entry_and_a_budget():
         "model_summary",
         "monitor",
         "plan_builder",
+        "playground",
     ]
     assert set(ENTRIES) == set(BUDGETS) - {"_comment"}
 

@@ -36,6 +36,7 @@ from nnx_lab.widgets import (
     CalibrationExplorer,
     DatasetSummary,
     DriftReport,
+    GenerationPlayground,
     Interpretation,
     LRFinderWidget,
     ModelSummary,
@@ -59,6 +60,15 @@ PAGE_TRAITS = {
     DatasetSummary: set(),
     DriftReport: {"changed_only"},
     Interpretation: {"normalize", "cell"},
+    GenerationPlayground: {
+        "prompt",
+        "temperature",
+        "top_k",
+        "top_p",
+        "seed",
+        "n",
+        "max_new_tokens",
+    },
     LRFinderWidget: {"chosen_lr"},
     ModelSummary: {"query", "collapsed"},
     PlanBuilder: set(),
@@ -99,6 +109,13 @@ def make(cls, tmp_path):
         return Interpretation(net, (torch.rand(5, 3), torch.tensor([0, 1, 0, 1, 1])))
     if cls is ModelSummary:
         return ModelSummary(torch.nn.Sequential(torch.nn.Linear(3, 2)), live=False)
+    if cls is GenerationPlayground:
+        from nnx_lab import NNTransformerParams
+        from nnx_lab.engine.nets_transformer import TransformerNN
+        from nnx_lab.lm_tasks import CharTokenizer
+
+        net = TransformerNN(NNTransformerParams(vocab_size=5, n_layers=1, d_model=8, n_heads=2))
+        return GenerationPlayground(net, CharTokenizer("abc"), "ab", max_new_tokens=3)
     if cls is DatasetSummary:
         frame = pd.DataFrame({"id": range(6), "a": [1.0, 2, 3, 4, 5, 6], "y": list("xyxyxy")})
         split = SplitManifest(train=(0, 1, 2, 3), val=(4,), test=(5,))
