@@ -107,6 +107,8 @@ _EXPORTS: dict[str, str] = {
     "data_splits": "nnx_lab.data_splits",
     "monitors": "nnx_lab.monitors",
     "trainer": "nnx_lab.trainer",
+    # issue 26: ranking and retrieval evaluation (§3.7)
+    "ranking": "nnx_lab.ranking",
     "preprocessing": "nnx_lab.preprocessing",
     "TrainingMonitor": "nnx_lab.widgets",
     "PlanBuilder": "nnx_lab.widgets",
@@ -115,6 +117,7 @@ _EXPORTS: dict[str, str] = {
     "DatasetSummary": "nnx_lab.widgets",
     "ModelSummary": "nnx_lab.widgets",
     "Interpretation": "nnx_lab.widgets",  # issue 28: the mistakes a model makes
+    "Sweep": "nnx_lab.widgets",  # issue 28: sweeps with parallel coordinates
     "open_in_panel": "nnx_lab.widgets",
     "list_runs": "nnx_lab.runs",
     "lr_finder": "nnx_lab.lr_sweep",
@@ -135,6 +138,7 @@ _EXPORTS: dict[str, str] = {
     # NNx's submodules and names a porting user imports from the top level
     "calibration": "nnx_lab.calibration",
     "abstention": "nnx_lab.abstention",
+    "peft": "nnx_lab.peft",  # §3.5: LoRA, DoRA, IA3, adapters, prefix and prompt tuning
     "streaming": "nnx_lab.streaming",
     "seeding": "nnx_lab.seeding",
     "set_seed": "nnx_lab.seeding",
@@ -166,6 +170,7 @@ _MODULES = (
     "distributed",
     "calibration",
     "abstention",
+    "peft",
     "streaming",
     "seeding",
     "monitors",
@@ -175,6 +180,7 @@ _MODULES = (
     "link_tasks",
     "diffusion",
     "lm_tasks",
+    "ranking",
     "paradigms",
 )
 

@@ -19,6 +19,8 @@ from typing import Any
 __all__ = [
     "AbstentionError",
     "AbstentionSchemaError",
+    "AdapterFileError",
+    "AdapterMismatchError",
     "CalibrationError",
     "CalibrationFitError",
     "CalibrationMismatchError",
@@ -271,3 +273,19 @@ class LogDamagedError(FileError, ValueError):
 
 class CheckpointCorruptError(NNxError, RuntimeError):
     """A checkpoint does not check out: a checksum, its type or its run does not match."""
+
+
+# --- parameter-efficient fine-tuning (nnx_lab.peft) --------------------------------------
+
+
+class AdapterFileError(FileError, ValueError):
+    """A saved adapter file is not one: unreadable, not nnx-lab's format, or its tensors
+    do not match the digest it was written with (edited or damaged)."""
+
+    def __init__(self, path: str | Path, reason: str) -> None:
+        super().__init__(path, reason, fix="save the adapters again (save_lora_weights)")
+
+
+class AdapterMismatchError(ConfigError):
+    """A saved adapter file does not fit the model it is loaded into: other adapters, or
+    another base model (its fingerprint differs). Raised before any weight is copied."""

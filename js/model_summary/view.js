@@ -9,6 +9,16 @@ import { fmtInt } from "../shared/format.js";
 import { WidgetView } from "../shared/view.js";
 
 /** "(1, 8, 8)" for [1, 8, 8]; several outputs joined; "" for none. */
+
+// The trainable share, the number a parameter-efficient fine-tune is judged by; small
+// shares keep two significant digits (0.42%), as the engine's text() does.
+function fraction(t) {
+  if (typeof t.trainable_fraction !== "number" || !t.frozen) return "";
+  const pct = 100 * t.trainable_fraction;
+  const text = pct > 0 && pct < 1 ? pct.toPrecision(2) : pct.toFixed(1);
+  return ` (${text}% trainable)`;
+}
+
 export function shapeText(shape) {
   if (shape === null || shape === undefined) return "";
   if (shape.length && Array.isArray(shape[0])) return shape.map(shapeText).join(", ");
@@ -161,7 +171,7 @@ export class ModelSummaryView extends WidgetView {
       }),
     );
     this.totals.textContent = rows.length
-      ? `${fmtInt(t.params)} parameters: ${fmtInt(t.trainable)} trainable, ${fmtInt(t.frozen)} frozen; ${shown.length} of ${rows.length} modules shown`
+      ? `${fmtInt(t.params)} parameters: ${fmtInt(t.trainable)} trainable, ${fmtInt(t.frozen)} frozen${fraction(t)}; ${shown.length} of ${rows.length} modules shown`
       : "no summary yet";
     this.memory.textContent = rows.length
       ? `memory: parameters ${bytesText(t.param_bytes)}, buffers ${bytesText(t.buffer_bytes)}, gradients ${bytesText(t.grad_bytes)}, ${t.optimizer} state ${bytesText(t.optimizer_bytes)}; total ${bytesText(t.total_bytes)}` +

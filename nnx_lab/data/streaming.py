@@ -141,6 +141,13 @@ class StreamingMetrics:
         if dupes:
             raise ConfigError("StreamingMetrics.metrics", dupes, "declare each metric once")
         for s in specs:
+            if s.info.reported:
+                raise ConfigError(
+                    f"MetricSpec({s.name!r})",
+                    s.key,
+                    f"{s.name} is reported by a custom evaluator (an eval_step_fn), not "
+                    "computed from outputs; drop it here",
+                )
             if kind not in s.info.kinds:
                 raise ConfigError(
                     f"MetricSpec({s.name!r})",

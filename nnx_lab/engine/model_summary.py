@@ -14,6 +14,11 @@ version. Each row has a ``columns`` dict for per-parameter annotations: given ``
 the fine-tuning rule that matched each of the row's own parameters (its
 ``NNParamGroupSpec`` pattern, or "default"), its effective learning rate and weight
 decay, and whether it is frozen (``ModelSummaryData.parameters`` has them per parameter).
+
+A module may describe itself: one that defines ``summary_columns() -> dict[str, str]``
+adds those cells to its own row (the adapter layers of ``nnx_lab.peft`` name their kind,
+settings and trainable count this way; the engine knows no adapter). The totals hold the
+``trainable_fraction`` of the parameters.
 """
 
 from __future__ import annotations
@@ -120,7 +125,8 @@ class ModelSummaryData:
         out += [fmt(c).rstrip() for c in lines]
         out.append("-" * len(out[1]))
         out.append(
-            f"parameters: {t['params']:,} ({t['trainable']:,} trainable, {t['frozen']:,} frozen)"
+            f"parameters: {t['params']:,} ({t['trainable']:,} trainable, {t['frozen']:,} frozen;"
+            f" {_percent(t['trainable_fraction'])} trainable)"
         )
         out.append(
             f"memory: parameters {_bytes(t['param_bytes'])}, buffers {_bytes(t['buffer_bytes'])},"
@@ -138,6 +144,11 @@ def _bytes(n: int) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
     return f"{n} B"  # pragma: no cover
+
+
+def _percent(fraction: float) -> str:
+    # small fractions are what adapters are about: keep two significant digits
+    return f"{100 * fraction:.2g}%" if 0 < fraction < 0.01 else f"{100 * fraction:.1f}%"
 
 
 def _shape_text(shape: Any) -> str:
@@ -226,6 +237,20 @@ def _output_shapes(net: torch.nn.Module, X: Any, device: torch.device) -> dict[s
     return shapes
 
 
+def _own_columns(module: torch.nn.Module) -> dict[str, Any]:
+    describe = getattr(type(module), "summary_columns", None)
+    if not callable(describe):
+        return {}
+    cells = describe(module)
+    if not isinstance(cells, dict):
+        raise ConfigError(
+            f"{type(module).__name__}.summary_columns()",
+            type(cells).__name__,
+            "return a dict of column name -> text",
+        )
+    return {str(k): str(v) for k, v in cells.items()}
+
+
 def _rows(net: torch.nn.Module) -> list[SummaryRow]:
     rows = []
     for path, module in net.named_modules():
@@ -246,6 +271,7 @@ def _rows(net: torch.nn.Module) -> list[SummaryRow]:
                 dtypes=sorted({str(p.dtype).removeprefix("torch.") for p in every}),
                 devices=sorted({str(p.device) for p in every}),
                 has_children=next(module.children(), None) is not None,
+                columns=_own_columns(module),
             )
         )
     return rows
@@ -324,9 +350,12 @@ def summarize_model(
     # optimizer state is kept in each parameter's dtype
     optimizer_bytes = slots * grad_bytes
     name = getattr(getattr(optim, "name", None), "value", None) or "adam"
+    n_params = sum(p.numel() for p in params)
+    n_trainable = sum(p.numel() for p in trainable)
     totals = {
-        "params": sum(p.numel() for p in params),
-        "trainable": sum(p.numel() for p in trainable),
+        "params": n_params,
+        "trainable": n_trainable,
+        "trainable_fraction": n_trainable / n_params if n_params else 0.0,
         "frozen": sum(p.numel() for p in params if not p.requires_grad),
         "param_bytes": param_bytes,
         "buffer_bytes": buffer_bytes,

@@ -4,20 +4,28 @@ GELU MLP, shared by both.
 
 ``TransformerNN.forward(ids, cache=KVCache())`` keeps each layer's keys and values so
 that generation feeds only the new tokens: the cache holds the positions already seen
-and the rotary angles continue from there. Without a cache the forward is the one it
-always was, operation for operation.
+and the rotary angles continue from there. It also takes learned context, for prefix
+and prompt tuning (``nnx_lab.peft``) or any caller that conditions a frozen network:
+``prompt`` (embeddings put before the tokens' own, their outputs dropped) and ``prefix``
+(one ``(keys, values)`` pair per block, attended by every token ahead of the causal
+window). Without a cache, a prompt or a prefix the forward is the one it always was,
+operation for operation.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..errors import DataError
+from ..errors import ConfigError, DataError
 from .transformer_params import NNTransformerParams, NNViTParams
 
 __all__ = ["KVCache", "TransformerNN", "ViTNN"]
+
+KeyValues = tuple[torch.Tensor, torch.Tensor]  # (keys, values) of a block's prefix
 
 
 class KVCache:
@@ -72,7 +80,11 @@ class _Attention(nn.Module):
         self.out = nn.Linear(d_model, d_model)
 
     def forward(
-        self, x: torch.Tensor, cache: KVCache | None = None, layer: int = 0
+        self,
+        x: torch.Tensor,
+        cache: KVCache | None = None,
+        layer: int = 0,
+        prefix: KeyValues | None = None,
     ) -> torch.Tensor:
         n, t, d = x.shape
         q, k, v = self.qkv(x).view(n, t, 3, self.n_heads, d // self.n_heads).permute(2, 0, 3, 1, 4)
@@ -80,10 +92,27 @@ class _Attention(nn.Module):
             return self._cached(q, k, v, cache, layer)
         if self.rope is not None:
             q, k = _rope(q, self.rope), _rope(k, self.rope)
+        if prefix is not None:
+            return self._prefixed(q, k, v, prefix)
         y = F.scaled_dot_product_attention(
             q, k, v, is_causal=self.causal, dropout_p=self.dropout if self.training else 0.0
         )
         return self.out(y.transpose(1, 2).reshape(n, t, d))
+
+    def _prefixed(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, prefix: KeyValues
+    ) -> torch.Tensor:
+        n, _, t, _ = q.shape
+        pk, pv = (z.expand(n, -1, -1, -1) for z in prefix)  # shared or per sample
+        k, v = torch.cat((pk.to(k.dtype), k), dim=2), torch.cat((pv.to(v.dtype), v), dim=2)
+        mask = None
+        if self.causal:  # every token sees the whole prefix, then its own past
+            seen = torch.ones(t, pk.shape[2], dtype=torch.bool, device=q.device)
+            own = torch.ones(t, t, dtype=torch.bool, device=q.device).tril()
+            mask = torch.cat((seen, own), 1)
+        drop = self.dropout if self.training else 0.0
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=drop)
+        return self.out(y.transpose(1, 2).reshape(n, t, -1))
 
     def _cached(
         self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cache: KVCache, layer: int
@@ -125,9 +154,13 @@ class _Block(nn.Module):
         )
 
     def forward(
-        self, x: torch.Tensor, cache: KVCache | None = None, layer: int = 0
+        self,
+        x: torch.Tensor,
+        cache: KVCache | None = None,
+        layer: int = 0,
+        prefix: KeyValues | None = None,
     ) -> torch.Tensor:
-        x = x + self.attn(self.norm1(x), cache, layer)
+        x = x + self.attn(self.norm1(x), cache, layer, prefix)
         return x + self.mlp(self.norm2(x))
 
 
@@ -149,9 +182,28 @@ class TransformerNN(nn.Module):
         if p.tie_embeddings:
             self.head.weight = self.embed.weight
 
-    def forward(self, ids: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
+    def forward(
+        self,
+        ids: torch.Tensor,
+        cache: KVCache | None = None,
+        *,
+        prompt: torch.Tensor | None = None,
+        prefix: Sequence[KeyValues] | None = None,
+    ) -> torch.Tensor:
         """Logits of ``ids``; with ``cache``, ``ids`` are the tokens after those the
-        cache holds (the whole prompt first, then one or more at a time)."""
+        cache holds (the whole prompt first, then one or more at a time). ``prompt``:
+        ``(P, d_model)`` or ``(N, P, d_model)`` embeddings put before the tokens (the
+        logits keep the tokens' ``T`` positions). ``prefix``: one ``(keys, values)`` per
+        block, each ``(n_heads, P, head_dim)`` or ``(N, n_heads, P, head_dim)``, already
+        positioned (no rotary applied to them). Neither goes with a cache (yet)."""
+        if prompt is not None or prefix is not None:
+            if cache is not None:
+                raise ConfigError(
+                    "TransformerNN.forward(cache)",
+                    cache,
+                    "a prompt or prefix with a KV cache is not supported: run without one",
+                )
+            return self._conditioned(ids, prompt, prefix)
         x = self.drop(self.embed(ids))
         if cache is None:
             for block in self.blocks:
@@ -168,6 +220,28 @@ class TransformerNN(nn.Module):
             x = block(x, cache, i)
         cache.length += ids.shape[1]
         return self.head(self.norm(x))
+
+    def _conditioned(
+        self,
+        ids: torch.Tensor,
+        prompt: torch.Tensor | None,
+        prefix: Sequence[KeyValues] | None,
+    ) -> torch.Tensor:
+        x = self.embed(ids)
+        if prompt is not None:
+            lead = prompt.expand(x.shape[0], -1, -1) if prompt.dim() == 2 else prompt
+            x = torch.cat((lead.to(x.dtype), x), dim=1)
+        if prefix is not None and len(prefix) != len(self.blocks):
+            raise ConfigError(
+                "TransformerNN.forward(prefix)",
+                f"{len(prefix)} (keys, values) pairs",
+                f"the network has {len(self.blocks)} blocks: pass one pair per block",
+            )
+        x = self.drop(x)
+        for i, block in enumerate(self.blocks):
+            x = block(x, None, i, None if prefix is None else prefix[i])
+        logits = self.head(self.norm(x))
+        return logits if prompt is None else logits[:, -ids.shape[1] :]
 
 
 class ViTNN(nn.Module):

@@ -121,6 +121,9 @@ def run_config(
         config["frozen"] = list(frozen)
     if eval_step_fn is not None:  # absent by default: existing run ids stay as they were
         config["eval_step"] = callable_identity(eval_step_fn)
+        own = getattr(eval_step_fn, "run_identity", None)
+        if callable(own):  # an evaluator that carries configuration (a ranking task's k)
+            config["eval_step"]["config"] = own()
     if objective is not None:  # its code and its non-finite policy make another run
         config["objective"] = {
             "code": callable_identity(objective.identity_target()),

@@ -31,10 +31,23 @@ __all__ = ["Scorer", "call_extra", "check_declared", "gather_rows", "scorer_spec
 _COUNTERS = 2  # valid targets, unscorable targets
 
 
-def check_declared(specs: Sequence[MetricSpec], task: Task, field: str) -> None:
-    """Refuse declared metrics that do not apply to this task's outputs."""
+def check_declared(
+    specs: Sequence[MetricSpec], task: Task, field: str, evaluator: Any = None
+) -> None:
+    """Refuse declared metrics that do not apply to this task's outputs, and a reported
+    metric (one an evaluator puts in EDP.metrics) where no ``evaluator`` reports it."""
     kind = task.metric_kind
     for spec in specs:
+        if spec.info.reported:
+            if evaluator is None:
+                raise ConfigError(
+                    field,
+                    spec.key,
+                    f"{spec.name} is reported by a custom evaluator, not computed from the "
+                    "outputs: train with the eval_step_fn that reports it (e.g. "
+                    "eval_step_fn=RankingTask.eval_step()), or drop it",
+                )
+            continue
         if kind not in spec.info.kinds:
             raise ConfigError(
                 field,
@@ -61,7 +74,8 @@ def scorer_specs(task: Task, declared: Sequence[MetricSpec] = ()) -> list[Metric
     """The task's record metrics, then the declared ones not among them."""
     specs = [MetricSpec(n) for n in task.record_metrics]
     keys = {s.key for s in specs}
-    return specs + [s for s in declared if s.key not in keys]
+    # a reported metric has no statistic: its evaluator gives it
+    return specs + [s for s in declared if s.key not in keys and not s.info.reported]
 
 
 class Scorer:

@@ -87,10 +87,11 @@ def check_objective(
         )
     if eval_step_fn is not None and not params.extra_metrics:
         return
-    if not objective.scores_outputs and (params.metrics or params.extra_metrics):
+    scored = [m for m in params.metrics or [] if not m.info.reported]
+    if not objective.scores_outputs and (scored or params.extra_metrics):
         raise ConfigError(
             "NNTrainParams.metrics",
-            list(params.metrics or []) + list(params.extra_metrics or {}),
+            scored + list(params.extra_metrics or {}),
             f"objective {objective.name} returns no outputs to score: leave metrics and "
             "extra_metrics unset, or return ObjectiveResult(..., outputs=net_outputs) "
             "with Objective(..., scores_outputs=True)",
@@ -184,7 +185,7 @@ def _check_eval_step(fn: Any) -> None:
 def check_metric_params(params: NNTrainParams, task: Task, eval_step_fn: Any) -> None:
     """Declared metrics must fit the task's outputs, and a monitor must name a value the
     run records (refused before any side effect)."""
-    check_declared(params.metrics, task, "NNTrainParams.metrics")
+    check_declared(params.metrics, task, "NNTrainParams.metrics", eval_step_fn)
     monitor = params.monitor
     if monitor is None:
         return

@@ -17,6 +17,9 @@ For widgets: ``plan_fields()`` describes every field (path, type, default, choic
 whether it enters the run id), ``plan.check(path, value)`` returns the ``Problem``s a
 candidate value would bring, ``plan.with_value(path, value)`` sets it, and
 ``drift_report(...).rows`` / ``.to_json()`` is the table to render.
+
+Sweeps: ``plan.sweep({path: [choices] or loguniform(lo, hi)}, ...)`` fits trials one
+after another and returns a ``SweepResult`` (docs/sweeps.md).
 """
 
 from ..runs import set_config_report
@@ -27,12 +30,15 @@ from ._fields import PlanField, plan_fields
 from ._plan import ExperimentPlan
 from ._problems import PlanError, Problem, Problems
 from ._record import Record
+from ._sweep import SweepResult, SweepTrial
+from ._sweep_space import Distribution, loguniform, uniform
 
 __all__ = [
     "ABSENT",
     "ACTIONS",
     "Binding",
     "BindingReport",
+    "Distribution",
     "DriftReport",
     "DriftRow",
     "ExperimentPlan",
@@ -43,11 +49,15 @@ __all__ = [
     "Problems",
     "Record",
     "SplitMetrics",
+    "SweepResult",
+    "SweepTrial",
     "compare_records",
     "drift_report",
+    "loguniform",
     "plan_fields",
     "record_of",
     "set_config_report",
+    "uniform",
 ]
 
 

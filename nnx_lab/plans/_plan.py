@@ -416,6 +416,24 @@ class ExperimentPlan:
         assert train is not None  # validate() refuses a plan without training data
         return _execution.sweep_lr(plan._resolve(), train, kwargs)
 
+    def sweep(
+        self,
+        space: Mapping[str, Any],
+        n_trials: int | None = None,
+        search: Any = "grid",
+        seed: int = 0,
+        **options: Any,
+    ) -> Any:
+        """Fit trials of this plan over ``space`` one after another (docs/sweeps.md):
+        ``{path: [choices]}`` or ``{path: loguniform(lo, hi)}``; ``search`` is
+        ``"grid"``, ``"random"`` or an Optuna sampler. Every trial is checked before the
+        first fit; a trial whose run already finished is read, not retrained. Returns a
+        ``SweepResult``; ``options``: ``seeds``, ``objective``, ``direction``,
+        ``callbacks``, ``on_trial``."""
+        from ._sweep import run_sweep
+
+        return run_sweep(self, space, n_trials=n_trials, search=search, seed=seed, **options)
+
     def materialize(self) -> tuple[Any, Any, list[Any]]:
         """What ``fit()`` trains: seeds, calls the factories once, builds the model.
 

@@ -33,6 +33,7 @@ __all__ = [
     "LRFinderWidget",
     "ModelSummary",
     "PlanBuilder",
+    "Sweep",
     "TrainingMonitor",
     "open_in_panel",
 ]
@@ -44,6 +45,7 @@ _LAZY = {
     "ModelSummary": "._model_summary",
     "Interpretation": "._interpretation",
     "GenerationPlayground": "._playground",
+    "Sweep": "._sweep",
 }
 
 

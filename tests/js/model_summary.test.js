@@ -83,6 +83,12 @@ describe("ModelSummary view", () => {
     expect(q("memory").textContent).toContain("input (2, 1, 8, 8)");
   });
 
+  it("shows the trainable share when the engine sends it (an adapter fine-tune)", () => {
+    const totals = { ...TOTALS, params: 28466, trainable: 104, frozen: 28362, trainable_fraction: 104 / 28466 };
+    view = new ModelSummaryView(summaryModel({ data: { rows: ROWS, totals, notes: [] } }), el);
+    expect(q("totals").textContent).toContain("28,362 frozen (0.37% trainable);");
+  });
+
   it("folds a subtree and writes the folds to the kernel", () => {
     const model = summaryModel();
     view = new ModelSummaryView(model, el);

@@ -167,6 +167,14 @@ def test_notebook_runs_headless(path: Path, tmp_path: Path, monkeypatch: pytest.
         assert re.search(r"^run \w{8} \(best\) on 'test': 271 rows, \d+ mistakes$", text, re.M)
         assert re.search(r"^the policy declines \d+ of the 24 top losses$", text, re.M), text
         assert re.search(r"^a model on 'test': 92 rows, MAE [\d.]+$", text, re.M), text
+    if path.name == "sweeps.ipynb":
+        # twelve trials raced, the best branched into the builder, then all read back
+        assert re.search(r"^Sweep: 12 of 12 trials done; best trial \d+ ", text, re.M), text
+        assert (
+            len(re.findall(r"^trial +\d+ seed \d+: .*\(finished, run \w{8}\)$", text, re.M)) == 12
+        )
+        assert "reused: 12" in text, text
+        assert "same best: True" in text, text
     if path.name == "custom_training.ipynb":
         _check_vae_section(text, workdir)
         _check_finetuning_section(text)
@@ -177,6 +185,9 @@ def test_notebook_runs_headless(path: Path, tmp_path: Path, monkeypatch: pytest.
         _check_diffusion_notebook(text, workdir)
     if path.name == "tiny_language_model.ipynb":
         _check_lm_notebook(text, workdir)
+    if path.name == "ranking_and_graphs.ipynb":
+        _check_ranking_section(text, workdir)
+        _check_graphs_section(text, workdir)
     if path.name == "distillation_and_lora.ipynb":
         _check_distillation_notebook(text, workdir)
     if path.name in STOP_CELLS:
@@ -185,6 +196,18 @@ def test_notebook_runs_headless(path: Path, tmp_path: Path, monkeypatch: pytest.
         run_dir = workdir / "runs" / match.group(1)
         assert (run_dir / "checkpoints" / "last.json").is_file()
         assert yaml.safe_load((run_dir / "metadata.yaml").read_text())["status"] == "stopped"
+
+
+def _check_graphs_section(text: str, workdir: Path) -> None:
+    """Node, graph and link runs recorded; their printed scores in range."""
+    for kind in ("node", "graph"):
+        found = re.search(rf"^{kind} run (\w+): (?:test|val) accuracy ([\d.]+)", text, re.M)
+        assert found, text
+        assert (workdir / "runs" / found.group(1) / "metrics.jsonl").is_file()
+        assert 0.0 <= float(found.group(2)) <= 1.0, text
+    link = re.search(r"^\{.*'auroc': ([\d.]+)", text, re.M)
+    assert link, text
+    assert 0.5 < float(link.group(1)) <= 1.0, text  # the links score better than chance
 
 
 def _check_lm_notebook(text: str, workdir: Path) -> None:
@@ -203,6 +226,29 @@ def _check_lm_notebook(text: str, workdir: Path) -> None:
     assert [set(e["val"]["metrics"]) for e in epochs] == [{"perplexity", "token_accuracy"}] * 6
     assert all(e["val"].get("precision") is None for e in epochs)
     assert (workdir / "vocab.json").is_file()
+
+
+def _check_ranking_section(text: str, workdir: Path) -> None:
+    """NDCG@k per epoch in the log and the monitor, BEST at the highest NDCG@10, learned."""
+    found = re.search(r"^ranking run (\w+)$", text, re.M)
+    assert found, text
+    run_dir = workdir / "runs" / found.group(1)
+    lines = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    epochs = [ln for ln in lines if ln["event"] == "epoch_ended"]
+    assert len(epochs) == 8, text
+    ndcg = [e["val"]["metrics"]["ndcg_at_10"] for e in epochs]
+    assert all(e["selection"]["metric"] == "ndcg_at_10" for e in epochs)
+    assert all(e["val"]["extra"]["excluded_queries"] > 0 for e in epochs)  # counted
+    untrained = re.search(r"^untrained NDCG@10: ([\d.]+)$", text, re.M)
+    assert untrained, text
+    assert ndcg[-1] > float(untrained.group(1)) + 0.1, (ndcg, text)  # it learns to rank
+    best = re.search(r"^BEST is epoch (\d+)", text, re.M)
+    assert best, text
+    assert int(best.group(1)) == ndcg.index(max(ndcg)) + 1, (ndcg, text)
+    columns = re.search(r"^monitor epoch columns \(val\): (.+)$", text, re.M)
+    assert columns, text
+    for key in ("ndcg_at_10", "mrr_at_10", "recall_at_5", "loss"):
+        assert f"'{key}'" in columns.group(1), text
 
 
 def _check_vae_section(text: str, workdir: Path) -> None:

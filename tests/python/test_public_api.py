@@ -125,6 +125,7 @@ EXPECTED = {
     "ResumePointError",
     "calibration",
     "abstention",
+    "peft",
     "streaming",
     "seeding",
     "set_seed",
@@ -159,6 +160,10 @@ EXPECTED = {
     "lm_tasks",
     "GenerativeNNModel",
     "GenerationPlayground",
+    # issue 28: sweeps with parallel coordinates
+    "Sweep",
+    # issue 26: ranking and retrieval evaluation (§3.7)
+    "ranking",
     # issue 25: training paradigms (§3.4)
     "paradigms",
 }
@@ -182,6 +187,7 @@ def test_the_widget_names_are_pinned():
         "LRFinderWidget",
         "ModelSummary",
         "PlanBuilder",
+        "Sweep",
         "TrainingMonitor",
         "open_in_panel",
     }
@@ -199,6 +205,7 @@ MODULES = {
     "distributed",
     "calibration",
     "abstention",
+    "peft",
     "streaming",
     "seeding",
     "monitors",
@@ -208,6 +215,7 @@ MODULES = {
     "link_tasks",
     "diffusion",
     "lm_tasks",
+    "ranking",
     "paradigms",
 }
 

@@ -13,7 +13,10 @@ Inputs a metric declares:
 - ``"labels"``: decoded predictions (argmax classes, or 0/1 indicators at logit >= 0);
 - ``"probabilities"``: the predicted distribution (from logits where given, in float64,
   so a saturated probability does not become log(0));
-- ``"values"``: continuous outputs (regression).
+- ``"values"``: continuous outputs (regression);
+- ``"reported"``: a value a custom evaluator reports in ``EDP.metrics`` by itself (a
+  ranking task's NDCG over whole queries): declared, monitored, never computed from
+  outputs (``register_reported_metric``).
 
 NNx's ``register_metric(id, version, factory, *, input, mode)`` (an accumulator
 protocol) is read too, adapted onto these parts in ``_accumulators``.
@@ -41,6 +44,7 @@ from ._registry import (
     Statistic,
     metric_info,
     metric_names,
+    register_reported_metric,
     register_statistic,
 )
 from ._registry import FinalizeContext as FinalizeContext
@@ -62,6 +66,7 @@ __all__ = [
     "metric_info",
     "metric_names",
     "register_metric",
+    "register_reported_metric",
     "register_statistic",
     "registered_metrics",
     "unregister_metric",

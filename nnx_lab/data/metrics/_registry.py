@@ -24,11 +24,14 @@ __all__ = [
     "metric_info",
     "metric_names",
     "register_metric",
+    "register_reported_metric",
     "register_statistic",
     "statistic_for",
 ]
 
-INPUTS = ("labels", "probabilities", "values")
+# "reported": a value a custom evaluator (an eval_step_fn) puts in EDP.metrics itself,
+# e.g. a ranking task's NDCG over whole queries; the engine never computes it from outputs.
+INPUTS = ("labels", "probabilities", "values", "reported")
 DIRECTIONS = ("higher", "lower")
 KINDS = ("categorical", "bernoulli", "regression")
 _NEEDS = ("labels", "log_probs", "probs", "scores", "values")
@@ -98,6 +101,11 @@ class MetricDef:
                 "MetricDef.kinds", self.kinds, f"declare kinds among {', '.join(KINDS)}"
             )
 
+    @property
+    def reported(self) -> bool:
+        """Whether an evaluator reports it (no statistic, never computed from outputs)."""
+        return self.input == "reported"
+
 
 _STATISTICS: dict[str, Statistic] = {}
 _METRICS: dict[str, MetricDef] = {}
@@ -123,7 +131,7 @@ def register_statistic(statistic: Statistic) -> Statistic:
 def register_metric(metric: MetricDef) -> MetricDef:
     """Add a metric to the registry; its statistic must be registered first."""
     _check_new(_METRICS, metric, MetricDef, "metric")
-    if metric.statistic not in _STATISTICS:
+    if not metric.reported and metric.statistic not in _STATISTICS:
         raise ConfigError(
             "MetricDef.statistic",
             metric.statistic,
@@ -132,6 +140,33 @@ def register_metric(metric: MetricDef) -> MetricDef:
         )
     _METRICS[metric.name] = metric
     return metric
+
+
+def _undefined(tensors: dict[str, torch.Tensor], ctx: FinalizeContext) -> torch.Tensor:
+    return torch.tensor(float("nan"), dtype=torch.float64)
+
+
+def register_reported_metric(name: str, direction: str, description: str) -> MetricDef:
+    """Register (once; the same again is a no-op) a metric an evaluator reports in
+    ``EDP.metrics`` by itself, so ``MetricSpec(name)`` declares it and
+    ``MonitorSpec(name)`` knows its direction. Another definition of the name is refused."""
+    metric = MetricDef(
+        name=name,
+        input="reported",
+        direction=direction,
+        kinds=KINDS,
+        statistic="",
+        finalize=_undefined,
+        description=description,
+    )
+    have = _METRICS.get(name)
+    if have is not None:
+        if have.reported and have.direction == direction:
+            return have
+        raise ConfigError(
+            "MetricDef.name", name, "that metric is registered otherwise; pick another name"
+        )
+    return register_metric(metric)
 
 
 def registry_name(metric_id: str, version: int) -> str:
@@ -167,8 +202,11 @@ def metric_info(name: str) -> MetricDef:
 
 
 def metric_names(kind: str | None = None) -> list[str]:
-    """The registered metric names (those that apply to ``kind`` when given)."""
-    return sorted(n for n, m in _METRICS.items() if kind is None or kind in m.kinds)
+    """The registered metric names (those that apply to ``kind``'s outputs when given:
+    never a reported metric, which no output gives)."""
+    return sorted(
+        n for n, m in _METRICS.items() if kind is None or (kind in m.kinds and not m.reported)
+    )
 
 
 def statistic_for(name: str) -> Statistic:

@@ -34,6 +34,7 @@ def test_every_widget_has_an_entry_and_a_budget():
         "monitor",
         "plan_builder",
         "playground",
+        "sweep",
     ]
     assert set(ENTRIES) == set(BUDGETS) - {"_comment"}
 

@@ -41,6 +41,7 @@ from nnx_lab.widgets import (
     LRFinderWidget,
     ModelSummary,
     PlanBuilder,
+    Sweep,
     TrainingMonitor,
 )
 from nnx_lab.widgets._base import NNxWidget
@@ -72,6 +73,7 @@ PAGE_TRAITS = {
     LRFinderWidget: {"chosen_lr"},
     ModelSummary: {"query", "collapsed"},
     PlanBuilder: set(),
+    Sweep: {"brushes", "selected"},
     TrainingMonitor: {"smoothing"},
 }
 
@@ -99,6 +101,8 @@ def make(cls, tmp_path):
         return TrainingMonitor()
     if cls is PlanBuilder:
         return PlanBuilder(plan_for(tmp_path), run_id=False)
+    if cls is Sweep:  # not started: the traits are what is checked
+        return Sweep(plan_for(tmp_path), {"train.optim.max_lr": [1e-3, 1e-2]}, start=False)
     if cls is LRFinderWidget:
         return LRFinderWidget(plan_for(tmp_path), num_iter=10, end_lr=1.0, autostart=False)
     if cls is DriftReport:
