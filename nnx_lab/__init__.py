@@ -161,6 +161,8 @@ _EXPORTS: dict[str, str] = {
     "HealthProbe": "nnx_lab.engine.handlers",
     "preflight": "nnx_lab.preflight",
     "PreflightReport": "nnx_lab.preflight",
+    # issue 25 (§3.4): distillation, SimCLR, Mixup and CutMix steps
+    "paradigms": "nnx_lab.paradigms",
 }
 
 _MODULES = (
@@ -184,6 +186,7 @@ _MODULES = (
     "lm_tasks",
     "ranking",
     "preflight",
+    "paradigms",
 )
 
 __all__ = ["__version__", *sorted(_EXPORTS)]

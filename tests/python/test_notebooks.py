@@ -197,6 +197,8 @@ def test_notebook_runs_headless(path: Path, tmp_path: Path, monkeypatch: pytest.
         assert float(error.group(1)) < 0.5, text  # chance: 0.9
         assert "layers.4.weight, layers.4.bias are frozen" in text, text
         assert "gradients after the fix: pass" in text, text
+    if path.name == "distillation_and_lora.ipynb":
+        _check_distillation_notebook(text, workdir)
     if path.name in STOP_CELLS:
         match = STOPPED.search(text)
         assert match, text
@@ -379,6 +381,29 @@ def _check_calibration_notebook(text: str, workdir: Path) -> None:
     policy = AbstentionPolicy.load(workdir / "digits_policy.json")
     assert policy.calibrated
     assert policy.risk_ceiling == 0.01
+
+
+def _check_distillation_notebook(text: str, workdir: Path) -> None:
+    """The KD run logs soft and hard in every step line (the loss their weighted sum),
+    the soft term falls, the teacher is unchanged, and both races report an ECE."""
+    assert "teacher unchanged: True" in text, text
+    run_id = re.search(r"KD run (\S+)", text).group(1)
+    lines = [json.loads(x) for x in (workdir / "runs" / run_id / "metrics.jsonl").open()]
+    steps = [x for x in lines if x["event"] == "step"]
+    assert steps, text
+    for x in steps:
+        assert x["loss"] == pytest.approx(
+            0.7 * x["terms"]["soft"] + 0.3 * x["terms"]["hard"], rel=1e-5
+        )
+    epochs = re.findall(r"^epoch \d+: loss [\d.]+, soft ([\d.]+), hard ([\d.]+)", text, re.M)
+    assert len(epochs) == 2, text
+    assert float(epochs[1][0]) < float(epochs[0][0]), text
+    eces = dict(
+        re.findall(
+            r"^\s*(no mixup|mixup): test accuracy [\d.]+, ECE [\d.]+ -> ([\d.]+)", text, re.M
+        )
+    )
+    assert set(eces) == {"no mixup", "mixup"}, text
 
 
 def _check_share_notebook(text: str, workdir: Path) -> None:

@@ -168,6 +168,8 @@ EXPECTED = {
     "Sweep",
     # issue 26: ranking and retrieval evaluation (§3.7)
     "ranking",
+    # issue 25: training paradigms (§3.4)
+    "paradigms",
 }
 
 
@@ -219,6 +221,7 @@ MODULES = {
     "diffusion",
     "lm_tasks",
     "ranking",
+    "paradigms",
 }
 
 

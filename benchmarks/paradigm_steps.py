@@ -1,0 +1,229 @@
+"""Each paradigm's step through NNModel.train against the same update as a hand-written
+raw PyTorch loop (run by hand, not a test).
+
+For every paradigm, the same network class, data, optimizer (Adam, clip 1.0) and loss,
+in one process, rounds alternating their order (benchmarks/_compare.py):
+
+- kd: an MLP student 64 -> 128 -> 10 distilled from a wider frozen teacher (64 -> 512 ->
+  512 -> 10), alpha 0.5, T 4, on 4,000 random rows, batch 128;
+- mixup: the MLP on the same rows, alpha 0.4;
+- cutmix: Nets.CONV (1x16x16 images, channels 8 and 16), 2,000 random images, batch 128;
+- simclr: the MLP as a 32-wide embedding on paired views (two noisy copies of each row).
+
+    python benchmarks/paradigm_steps.py [--rounds 3] [--epochs 2] [--only kd,mixup]
+
+Both sides iterate one list of batches made beforehand (the step, not the loader, is
+measured). Prints each kind's fastest and median seconds and the throughput ratio
+hand-written / nnx-lab for each paradigm, and the median of the per-round ratios
+(target >= 0.95).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import statistics
+import tempfile
+import time
+
+os.environ["NNX_TQDM_DISABLE"] = "1"
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from _compare import alternate, bench_args, report  # benchmarks/ is on the path
+from torch.utils.data import DataLoader, TensorDataset
+
+from nnx_lab import (
+    Nets,
+    NNConvParams,
+    NNModel,
+    NNModelParams,
+    NNOptimParams,
+    NNParams,
+    NNTrainParams,
+)
+from nnx_lab.paradigms import (
+    cutmix_train_step_factory,
+    kd_train_step_factory,
+    mixup_train_step_factory,
+    simclr_train_step_factory,
+)
+
+CLIP = 1.0
+
+
+def _rows(n=4000, d=64, k=10):
+    g = torch.Generator().manual_seed(0)
+    X = torch.randn(n, d, generator=g)
+    return X, (X @ torch.randn(d, k, generator=g)).argmax(1)
+
+
+def _mlp(out=10, hidden=(128,)):
+    return NNModel(net_params=NNParams(input_dim=64, output_dim=out, hidden_dims=list(hidden)))
+
+
+def _cnn():
+    conv = NNConvParams(output_dim=10, image_size=16, conv_channels=(8, 16), hidden_dims=(64,))
+    return NNModel(conv, NNModelParams(net=Nets.CONV))
+
+
+def _loader(*tensors):
+    """The batches, made once: both sides iterate the same list, so the figures compare
+    the steps, not a DataLoader's row-by-row collation with the engine's batched path."""
+    gen = torch.Generator().manual_seed(1)
+    return list(DataLoader(TensorDataset(*tensors), batch_size=128, shuffle=True, generator=gen))
+
+
+def _update(opt, net, loss):
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(list(net.parameters()), CLIP)
+    opt.step()
+
+
+def _hand(net, loader, epochs, loss_of):
+    opt = torch.optim.Adam(net.parameters(), lr=1e-3)
+    net.train()
+    t0 = time.perf_counter()
+    for _ in range(epochs):
+        for batch in loader:
+            loss = loss_of(net, batch)
+            _update(opt, net, loss)
+            float(loss.detach())  # the step records read the loss once per update
+    return time.perf_counter() - t0
+
+
+def _nnx(model, loader, epochs, step, salt):
+    with tempfile.TemporaryDirectory() as root:
+        params = NNTrainParams(
+            n_epochs=epochs,
+            train_loader=loader,
+            optim=NNOptimParams(max_lr=1e-3, grad_clip_norm=CLIP),
+            runs_root=root,
+            progress=False,
+        )
+        t0 = time.perf_counter()
+        model.train(params, train_step_fn=step, salt=str(salt))
+        return time.perf_counter() - t0
+
+
+def kd_kinds(epochs):
+    X, y = _rows()
+    loader = _loader(X, y)
+    teacher = _mlp(hidden=(512, 512)).net.eval()
+    for p in teacher.parameters():
+        p.requires_grad_(False)
+
+    def loss_of(net, batch):
+        X, y = batch
+        with torch.no_grad():
+            t = teacher(X)
+        s = net(X)
+        soft = F.kl_div(
+            F.log_softmax(s / 4, 1), F.log_softmax(t / 4, 1), reduction="batchmean", log_target=True
+        )
+        return 0.5 * soft * 16 + 0.5 * F.cross_entropy(s, y)
+
+    return {
+        "kd hand-written": lambda r: _hand(_mlp().net, loader, epochs, loss_of),
+        "kd nnx-lab": lambda r: _nnx(_mlp(), loader, epochs, kd_train_step_factory(teacher), r),
+    }
+
+
+_NP = np.random.default_rng(0)
+
+
+def _beta(alpha):
+    return float(_NP.beta(alpha, alpha))  # the usual hand-written draw
+
+
+def mixup_kinds(epochs):
+    X, y = _rows()
+    loader = _loader(X, y)
+
+    def loss_of(net, batch):
+        X, y = batch
+        lam, perm = _beta(0.4), torch.randperm(len(y))
+        out = net(lam * X + (1 - lam) * X[perm])
+        return lam * F.cross_entropy(out, y) + (1 - lam) * F.cross_entropy(out, y[perm])
+
+    return {
+        "mixup hand-written": lambda r: _hand(_mlp().net, loader, epochs, loss_of),
+        "mixup nnx-lab": lambda r: _nnx(_mlp(), loader, epochs, mixup_train_step_factory(0.4), r),
+    }
+
+
+def cutmix_kinds(epochs):
+    g = torch.Generator().manual_seed(0)
+    X = torch.rand(2000, 1, 16, 16, generator=g)
+    y = torch.randint(0, 10, (2000,), generator=g)
+    loader = _loader(X, y)
+
+    def loss_of(net, batch):
+        X, y = batch
+        lam0, perm = _beta(1.0), torch.randperm(len(y))
+        cy, cx = int(torch.randint(0, 16, ())), int(torch.randint(0, 16, ()))
+        half = int(16 * math.sqrt(1 - lam0)) // 2
+        y1, y2, x1, x2 = (
+            max(cy - half, 0),
+            min(cy + half, 16),
+            max(cx - half, 0),
+            min(cx + half, 16),
+        )
+        mixed = X.clone()
+        mixed[:, :, y1:y2, x1:x2] = X[perm, :, y1:y2, x1:x2]
+        lam = 1 - (y2 - y1) * (x2 - x1) / 256
+        out = net(mixed)
+        return lam * F.cross_entropy(out, y) + (1 - lam) * F.cross_entropy(out, y[perm])
+
+    return {
+        "cutmix hand-written": lambda r: _hand(_cnn().net, loader, epochs, loss_of),
+        "cutmix nnx-lab": lambda r: _nnx(_cnn(), loader, epochs, cutmix_train_step_factory(1.0), r),
+    }
+
+
+def simclr_kinds(epochs):
+    X, _ = _rows()
+    g = torch.Generator().manual_seed(2)
+    a, b = X + 0.1 * torch.randn(X.shape, generator=g), X + 0.1 * torch.randn(X.shape, generator=g)
+    loader = _loader(a, b)
+
+    def loss_of(net, batch):
+        va, vb = batch
+        z = F.normalize(net(torch.cat([va, vb])), dim=1)
+        n = len(va)
+        sim = (z @ z.T / 0.5).masked_fill(torch.eye(2 * n, dtype=torch.bool), float("-inf"))
+        return F.cross_entropy(sim, torch.cat([torch.arange(n, 2 * n), torch.arange(n)]))
+
+    return {
+        "simclr hand-written": lambda r: _hand(_mlp(out=32).net, loader, epochs, loss_of),
+        "simclr nnx-lab": lambda r: _nnx(
+            _mlp(out=32), loader, epochs, simclr_train_step_factory(0.5), r
+        ),
+    }
+
+
+PARADIGMS = {"kd": kd_kinds, "mixup": mixup_kinds, "cutmix": cutmix_kinds, "simclr": simclr_kinds}
+
+
+def main() -> None:
+    args = bench_args(
+        epochs=2, extra=lambda ap: ap.add_argument("--only", default=",".join(PARADIGMS))
+    )
+    print(f"epochs={args.epochs} rounds={args.rounds} threads={torch.get_num_threads()}")
+    for name in args.only.split(","):
+        kinds = PARADIGMS[name](args.epochs)
+        times = alternate(kinds, args.rounds)
+        report(times, baseline=f"{name} hand-written", target=0.95)
+        # on a shared machine the speed moves between rounds: each round's pair ran
+        # back to back, the fairest comparison, so their ratios' median is printed too
+        hand, nnx = times[f"{name} hand-written"], times[f"{name} nnx-lab"]
+        paired = [h / k for h, k in zip(hand, nnx, strict=True)]
+        print(
+            f"{name}: median of the {len(paired)} per-round ratios {statistics.median(paired):.3f}"
+        )
+
+
+if __name__ == "__main__":
+    main()
