@@ -41,6 +41,7 @@ from ._net_value import net_summary
 from ._plan_json import plan_from_json, plan_to_json
 from ._plan_record import plan_record
 from ._plan_refs import has_references, resolve_references, stand_in_values
+from ._plan_tools import PlanTools
 from ._problems import Problems, json_safe
 from ._record import Record
 from ._sources import Source, callback_source, data_source
@@ -62,7 +63,7 @@ __all__ = ["ExperimentPlan"]
 _UNSET: Any = object()
 
 
-class ExperimentPlan:
+class ExperimentPlan(PlanTools):
     """An immutable experiment configuration: ``with_*`` returns a new plan.
 
     ::
@@ -402,45 +403,6 @@ class ExperimentPlan:
             base._values, base._sources, paths, base._data, base._callbacks, callbacks
         )
         return _execution.fit_plan(plan, binding, callbacks, control, provenance, report)
-
-    def lr_finder(self, **kwargs: Any) -> Any:
-        """An LR sweep (``nnx_lab.lr_finder``, docs/lr_finder.md) on the model ``fit()``
-        would build (the same seed, loss and precision policy) with the plan's optimizer
-        kind and settings, on a fresh training loader from the plan's data. Nothing is
-        written, and your random streams are as they were afterwards; pass the pick on
-        with ``plan.with_lr(result.suggested_lr)``."""
-        problems = [p for p in self.validate() if not p.field.startswith("callbacks")]
-        Problems(problems).raise_for_errors()
-        plan = self._resolved_plan(skip=("callbacks",))
-        train = plan._data[0]
-        assert train is not None  # validate() refuses a plan without training data
-        return _execution.sweep_lr(plan._resolve(), train, kwargs)
-
-    def sweep(
-        self,
-        space: Mapping[str, Any],
-        n_trials: int | None = None,
-        search: Any = "grid",
-        seed: int = 0,
-        **options: Any,
-    ) -> Any:
-        """Fit trials of this plan over ``space`` one after another (docs/sweeps.md):
-        ``{path: [choices]}`` or ``{path: loguniform(lo, hi)}``; ``search`` is
-        ``"grid"``, ``"random"`` or an Optuna sampler. Every trial is checked before the
-        first fit; a trial whose run already finished is read, not retrained. Returns a
-        ``SweepResult``; ``options``: ``seeds``, ``objective``, ``direction``,
-        ``callbacks``, ``on_trial``."""
-        from ._sweep import run_sweep
-
-        return run_sweep(self, space, n_trials=n_trials, search=search, seed=seed, **options)
-
-    def preflight(self, **kwargs: Any) -> Any:
-        """``nnx_lab.preflight`` on the model ``fit()`` would build (docs/health.md):
-        data, gradients, overfitting one batch, an LR sweep; nothing is written."""
-        from ..preflight import preflight
-
-        model, params, _ = self.materialize()
-        return preflight(model, params, **kwargs)
 
     def materialize(self) -> tuple[Any, Any, list[Any]]:
         """What ``fit()`` trains: seeds, calls the factories once, builds the model.

@@ -32,6 +32,7 @@ from ._base import NNxWidget, never_breaks
 from ._monitor_figures import MonitorFigures
 from ._monitor_health import MonitorHealth
 from ._monitor_jobs import MonitorJobs
+from ._monitor_lanes import MonitorLanes
 from ._monitor_progress import RunProgress
 from ._monitor_replay import MonitorReplay
 from ._monitor_report import MonitorReport
@@ -46,7 +47,7 @@ from ._monitor_series import (
 )
 from ._monitor_text import MonitorText
 from ._protocol import STATUSES
-from ._race import LANE_EPOCHS, LANE_POINTS, LaneHost, RaceLane
+from ._race import LaneHost, RaceLane
 from ._transport import SeriesTransport
 
 __all__ = ["TrainingMonitor"]
@@ -88,6 +89,7 @@ class TrainingMonitor(
     MonitorFigures,
     MonitorReport,
     MonitorHealth,
+    MonitorLanes,
     NNxWidget,
 ):
     """Live charts and counters of a training run, in JupyterLab or a notebook.
@@ -408,45 +410,6 @@ class TrainingMonitor(
             self.loss_nonfinite_steps = progress.nonfinite_steps
             if self._lanes:
                 self._publish_lanes()
-
-    # ------------------------------------------------------------------ lanes
-
-    def _new_lane(self, name: str, *, forward: bool) -> RaceLane:
-        lane = RaceLane(
-            self._lane_host,
-            f"lane{next(self._lane_ids)}",
-            name,
-            points=min(LANE_POINTS, self._steps.capacity),
-            epochs=min(LANE_EPOCHS, self._epochs.capacity),
-            forward=self if forward else None,
-        )
-        steps, epochs = lane.series_names
-        self._transport.series[steps] = lane.steps
-        self._transport.series[epochs] = lane.epochs
-        self._lanes.append(lane)
-        return lane
-
-    def _clear_lanes(self) -> None:
-        with self._lock:
-            for lane in self._lanes:
-                for name in lane.series_names:
-                    self._transport.series.pop(name, None)
-            self._lanes = []
-            self.runs = []
-
-    def _publish_lanes(self) -> None:
-        """The ``runs`` trait, and the failed runs' errors under the widget."""
-        self.runs = [lane.info() for lane in self._lanes]
-        errors = [f"[{lane.name}] {lane.error}" for lane in self._lanes if lane.error]
-        if errors:
-            self.error = "\n\n".join(errors)
-
-    def _lane_changed(self) -> None:
-        """A run of the race changed status: its last rows first, then the status."""
-        with self._lock:
-            if self._transport.paused:
-                return
-            self._transport.flush()  # publishes the lanes (on_flush)
 
     # ------------------------------------------------------------------ front end
 

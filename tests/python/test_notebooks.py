@@ -162,12 +162,12 @@ def test_notebook_runs_headless(path: Path, tmp_path: Path, monkeypatch: pytest.
         assert float(losses["picked"]) < float(losses["default 0.001"]), text
     if path.name == "calibration_and_abstention.ipynb":
         _check_calibration_notebook(text, workdir)
-    if path.name == "interpretation.ipynb":
+    if path.name == "inside_a_run.ipynb":  # its interpretation section
         # the CNN's BEST checkpoint on the test split, and the regression's residuals
         assert re.search(r"^run \w{8} \(best\) on 'test': 271 rows, \d+ mistakes$", text, re.M)
         assert re.search(r"^the policy declines \d+ of the 24 top losses$", text, re.M), text
         assert re.search(r"^a model on 'test': 92 rows, MAE [\d.]+$", text, re.M), text
-    if path.name == "sweeps.ipynb":
+    if path.name == "inside_a_run.ipynb":  # its sweep section
         # twelve trials raced, the best branched into the builder, then all read back
         assert re.search(r"^Sweep: 12 of 12 trials done; best trial \d+ ", text, re.M), text
         assert (
