@@ -11,6 +11,7 @@ in one process, rounds alternating their order (benchmarks/_compare.py):
 - simclr: the MLP as a 32-wide embedding on paired views (two noisy copies of each row).
 
     python benchmarks/paradigm_steps.py [--rounds 3] [--epochs 2] [--only kd,mixup]
+    python benchmarks/paradigm_steps.py --dim 784 --hidden 512   # the large case's widths
 
 Both sides iterate one list of batches made beforehand (the step, not the loader, is
 measured). Prints each kind's fastest and median seconds and the throughput ratio
@@ -53,14 +54,23 @@ from nnx_lab.paradigms import (
 CLIP = 1.0
 
 
-def _rows(n=4000, d=64, k=10):
+# the MLP paradigms' sizes: the default is a small step (~0.3-0.7 ms), where the
+# engine's fixed cost per step weighs most; --dim 784 --hidden 512 is overhead.py's large case
+SIZE = {"dim": 64, "hidden": 128}
+
+
+def _rows(n=4000, d=None, k=10):
+    d = SIZE["dim"] if d is None else d
     g = torch.Generator().manual_seed(0)
     X = torch.randn(n, d, generator=g)
     return X, (X @ torch.randn(d, k, generator=g)).argmax(1)
 
 
-def _mlp(out=10, hidden=(128,)):
-    return NNModel(net_params=NNParams(input_dim=64, output_dim=out, hidden_dims=list(hidden)))
+def _mlp(out=10, hidden=None):
+    hidden = (SIZE["hidden"],) if hidden is None else hidden
+    return NNModel(
+        net_params=NNParams(input_dim=SIZE["dim"], output_dim=out, hidden_dims=list(hidden))
+    )
 
 
 def _cnn():
@@ -208,10 +218,17 @@ PARADIGMS = {"kd": kd_kinds, "mixup": mixup_kinds, "cutmix": cutmix_kinds, "simc
 
 
 def main() -> None:
-    args = bench_args(
-        epochs=2, extra=lambda ap: ap.add_argument("--only", default=",".join(PARADIGMS))
+    def extra(ap):
+        ap.add_argument("--only", default=",".join(PARADIGMS))
+        ap.add_argument("--dim", type=int, default=64, help="the MLP paradigms' input width")
+        ap.add_argument("--hidden", type=int, default=128, help="the MLP's hidden width")
+
+    args = bench_args(epochs=2, extra=extra)
+    SIZE.update(dim=args.dim, hidden=args.hidden)
+    print(
+        f"epochs={args.epochs} rounds={args.rounds} threads={torch.get_num_threads()} "
+        f"mlp {args.dim} -> {args.hidden} -> 10"
     )
-    print(f"epochs={args.epochs} rounds={args.rounds} threads={torch.get_num_threads()}")
     for name in args.only.split(","):
         kinds = PARADIGMS[name](args.epochs)
         times = alternate(kinds, args.rounds)

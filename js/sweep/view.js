@@ -34,14 +34,16 @@ export class SweepView extends WidgetView {
     this.table = h("div", { class: "nnx-sweep-table", "data-testid": "table" });
     this.compareButton = h("button", { type: "button", class: "nnx-button", "data-testid": "compare", text: "Compare selected" });
     this.branchButton = h("button", { type: "button", class: "nnx-button", "data-testid": "branch", text: "Branch from the best" });
+    this.driftButton = h("button", { type: "button", class: "nnx-button", "data-testid": "drift", text: "Drift of two" });
     this.compareButton.addEventListener("click", () => this.model.send({ kind: "compare" }));
+    this.driftButton.addEventListener("click", () => this.model.send({ kind: "drift" }));
     this.branchButton.addEventListener("click", () => {
       const sel = this.model.get("selected") || [];
       this.model.send({ kind: "branch", index: sel.length === 1 ? sel[0] : -1 });
     });
     this.comparisonSlot = h("div", { "data-testid": "comparison-slot" });
     this.monitorSlot = h("div", { "data-testid": "monitor-slot" });
-    this.root.append(this.header, this.chart, h("div", { class: "nnx-sweep-actions" }, [this.compareButton, this.branchButton]), this.table, this._makeError(), this.comparisonSlot, this.monitorSlot);
+    this.root.append(this.header, this.chart, h("div", { class: "nnx-sweep-actions" }, [this.compareButton, this.driftButton, this.branchButton]), this.table, this._makeError(), this.comparisonSlot, this.monitorSlot);
     this._drag = null;
     for (const name of ["axes", "trials", "best", "brushes", "selected", "status", "has_builder"]) this._on(`change:${name}`, () => this._render());
     this._on("change:error", () => this._error());
@@ -70,6 +72,7 @@ export class SweepView extends WidgetView {
     this.header.textContent = head;
     this.branchButton.disabled = !this.model.get("has_builder") || best < 0;
     this.compareButton.disabled = selected.size === 0;
+    this.driftButton.disabled = selected.size !== 2;
     this._drawChart(axes, rows, brushes, selected, best);
     this._drawTable(axes, rows, brushes, selected, best);
   }

@@ -270,7 +270,34 @@ class Sweep(NNxWidget):
         selected ones), shown under the chart; returns it."""
         from ._monitor import TrainingMonitor
 
-        picked = list(self.selected if indices is None else indices)
+        picked = self._finished(self.selected if indices is None else indices)
+        trials = self._result.trials
+        root = trials[picked[0]].plan.value("train.runs_root")
+        self.comparison = TrainingMonitor.compare(
+            {trials[i].name: trials[i].run_id for i in picked}, runs_root=root
+        )
+        return self.comparison
+
+    def drift(self, indices: list[int] | None = None) -> Any:
+        """The drift report of two chosen trials' runs (default: the two selected):
+        what differs between their configurations, shown under the chart; returns the
+        ``DriftReport`` widget."""
+        from ._drift import DriftReport
+
+        picked = self._finished(self.selected if indices is None else indices)
+        if len(picked) != 2:
+            raise ConfigError(
+                "Sweep.selected", picked, "select exactly two finished trials to compare"
+            )
+        trials = self._result.trials
+        a, b = (trials[i] for i in picked)
+        self.comparison = DriftReport(
+            a.run_id, b.run_id, changed_only=True, runs_root=a.plan.value("train.runs_root")
+        )
+        return self.comparison
+
+    def _finished(self, indices: Any) -> list[int]:
+        picked = list(indices)
         trials = self._result.trials
         bad = [
             i
@@ -282,11 +309,7 @@ class Sweep(NNxWidget):
             raise ConfigError(
                 "Sweep.selected", bad or picked, "select finished trials (click their lines)"
             )
-        root = trials[picked[0]].plan.value("train.runs_root")
-        self.comparison = TrainingMonitor.compare(
-            {trials[i].name: trials[i].run_id for i in picked}, runs_root=root
-        )
-        return self.comparison
+        return picked
 
     def branch_from(self, index: int | None = None) -> ExperimentPlan:
         """Put a trial's plan (default: the best) into the linked ``PlanBuilder`` and
@@ -306,6 +329,9 @@ class Sweep(NNxWidget):
 
     def _on_compare(self, content: dict[str, Any], buffers: list[Any]) -> None:
         self.compare()
+
+    def _on_drift(self, content: dict[str, Any], buffers: list[Any]) -> None:
+        self.drift()
 
     def _on_branch(self, content: dict[str, Any], buffers: list[Any]) -> None:
         index = content.get("index")

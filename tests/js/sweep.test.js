@@ -90,6 +90,19 @@ describe("SweepView", () => {
     expect(m.sent.map((s) => s.content)).toEqual([{ kind: "branch", index: -1 }, { kind: "compare" }, { kind: "branch", index: 0 }]);
   });
 
+  it("sends Drift of two only with exactly two trials selected", () => {
+    const m = model();
+    view = new SweepView(m, el);
+    const drift = el.querySelector('[data-testid="drift"]');
+    expect(drift.disabled).toBe(true);
+    el.querySelector('polyline[data-trial="0"]').dispatchEvent(new MouseEvent("click"));
+    expect(drift.disabled).toBe(true);
+    el.querySelector('polyline[data-trial="1"]').dispatchEvent(new MouseEvent("click"));
+    expect(drift.disabled).toBe(false);
+    drift.click();
+    expect(m.sent.map((s) => s.content)).toEqual([{ kind: "drift" }]);
+  });
+
   it("is built as one bundle with a render", async () => {
     const w = await builtWidget("sweep");
     expect(typeof w.render).toBe("function");

@@ -86,6 +86,26 @@ def test_brushes_and_selection_from_the_page_filter_and_compare(base):
     assert cmp.comm is None
 
 
+def test_the_drift_of_two_selected_trials_names_what_the_sweep_changed(base):
+    from nnx_lab.widgets import DriftReport
+
+    sweep = Sweep(base, SPACE)
+    sweep.wait(120)
+    page = FakeFrontend(sweep)
+    page.set_traits(selected=[0, 3])  # lr 1e-3 [8] against lr 1e-2 [16, 8]
+    _message(sweep, "drift")
+    drift = sweep.comparison
+    assert isinstance(drift, DriftReport)
+    changed = {row.what for row in drift.report.changed}
+    assert {"train.optim.max_lr", "net.hidden_dims"} <= changed
+    assert "train.n_epochs" not in changed
+    page.set_traits(selected=[1])
+    with pytest.raises(ConfigError, match="exactly two"):
+        sweep.drift()
+    sweep.close()
+    assert drift.comm is None
+
+
 def test_branch_from_the_best_loads_the_builder(base):
     builder = PlanBuilder(base, run_id=False)
     sweep = Sweep(base, SPACE, builder=builder)
