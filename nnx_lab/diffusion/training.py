@@ -148,7 +148,33 @@ def noised(
     )
 
 
-class DiffusionObjective(Objective):
+class _OwnsNoise:
+    """The component and run-id methods of a step or objective that draws from its own
+    ``DiffusionNoise`` (``self.noise``): its generator travels with every checkpoint."""
+
+    noise: DiffusionNoise
+
+    def component_spec(self) -> ComponentSpec:
+        return self.noise.component_spec()
+
+    def component_state(self) -> dict[str, Any]:
+        return self.noise.component_state()
+
+    def load_component_state(self, state: dict[str, Any], version: int) -> None:
+        self.noise.load_component_state(state, version)
+
+    def check_component_state(self, state: dict[str, Any], version: int) -> list[str]:
+        return self.noise.check_component_state(state, version)
+
+    def run_identity(self) -> dict[str, Any]:
+        return self.noise.identity()
+
+    @property
+    def generator(self) -> torch.Generator:
+        return self.noise.generator
+
+
+class DiffusionObjective(_OwnsNoise, Objective):
     """``diffusion_objective(schedule)``: one term ``"mse"``, ε-prediction."""
 
     def __init__(self, schedule: NoiseSchedule, *, seed: int = 0, nonfinite: str = "fail"):
@@ -171,25 +197,6 @@ class DiffusionObjective(Objective):
     def check(self, model: Any, params: Any) -> None:
         check_request(model, params, step=False)
 
-    def component_spec(self) -> ComponentSpec:
-        return self.noise.component_spec()
-
-    def component_state(self) -> dict[str, Any]:
-        return self.noise.component_state()
-
-    def load_component_state(self, state: dict[str, Any], version: int) -> None:
-        self.noise.load_component_state(state, version)
-
-    def check_component_state(self, state: dict[str, Any], version: int) -> list[str]:
-        return self.noise.check_component_state(state, version)
-
-    def run_identity(self) -> dict[str, Any]:
-        return self.noise.identity()
-
-    @property
-    def generator(self) -> torch.Generator:
-        return self.noise.generator
-
 
 def diffusion_objective(
     schedule: NoiseSchedule, *, seed: int = 0, nonfinite: str = "fail"
@@ -199,7 +206,7 @@ def diffusion_objective(
     return DiffusionObjective(schedule, seed=seed, nonfinite=nonfinite)
 
 
-class DiffusionStep:
+class DiffusionStep(_OwnsNoise):
     """``diffusion_train_step_factory(schedule)``: the update, owned by the step."""
 
     def __init__(self, schedule: NoiseSchedule, seed: int) -> None:
@@ -226,25 +233,6 @@ class DiffusionStep:
         ctx.optimizer.step()
         ctx.report_update()
         return EDP(loss=float(loss.detach()), samples=int(x0.shape[0]))
-
-    def component_spec(self) -> ComponentSpec:
-        return self.noise.component_spec()
-
-    def component_state(self) -> dict[str, Any]:
-        return self.noise.component_state()
-
-    def load_component_state(self, state: dict[str, Any], version: int) -> None:
-        self.noise.load_component_state(state, version)
-
-    def check_component_state(self, state: dict[str, Any], version: int) -> list[str]:
-        return self.noise.check_component_state(state, version)
-
-    def run_identity(self) -> dict[str, Any]:
-        return self.noise.identity()
-
-    @property
-    def generator(self) -> torch.Generator:
-        return self.noise.generator
 
 
 def diffusion_train_step_factory(schedule: NoiseSchedule, *, seed: int = 0) -> DiffusionStep:
