@@ -34,6 +34,7 @@ __all__ = [
 ]
 
 _MARK = "__nnx_full_precision_only__"
+_new = object.__new__
 
 
 def full_precision_only(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -105,6 +106,7 @@ class CustomStep(TrainStep):
         self._decode = False
         self.state: dict[str, Any] = {}
         self.batch_index = 0  # set by the loop before each call
+        self._fixed_fields: dict[str, Any] | None = None
         try:
             self._batches: int | None = len(params.train_loader)
         except TypeError:
@@ -113,29 +115,41 @@ class CustomStep(TrainStep):
     def needs(self, outputs: bool, preds: bool) -> None:
         self.keep_outputs = self._decode = False
 
+    def _fixed(self) -> dict[str, Any]:
+        """The context's fields that stay for the run, read once (the loop calls the
+        step thousands of times; a frozen dataclass's ``__init__`` costs ~3 µs)."""
+        fixed = self._fixed_fields
+        if fixed is None:
+            fixed = self._fixed_fields = {
+                "model": self.net,
+                "optimizer": self.updater.optimizer,
+                "scaler": self.updater.scaler,
+                "grad_clip_norm": self.updater.clip_norm,
+                "extra_metrics": self.params.extra_metrics or None,
+                "accumulate_grad_batches": self.params.accumulation_steps,
+                "accumulation_state": self.state,
+                "precision": self.precision,
+                "loss_fn": self.loss,
+                "device": self.device,
+            }
+        return fixed
+
     def _one(self, X: Any, y: Any, index: int) -> tuple[EDP, int]:
         updates = [0]
 
         def report_update() -> None:
             updates[0] += 1
 
-        ctx = TrainStepContext(
-            model=self.net,
-            batch=step_batch(X, y),
-            optimizer=self.updater.optimizer,
-            scaler=self.updater.scaler,
-            grad_clip_norm=self.updater.clip_norm,
-            extra_metrics=self.params.extra_metrics or None,
-            accumulate_grad_batches=self.params.accumulation_steps,
-            batch_idx=index,
-            epoch_idx=self.epoch,
-            is_last_batch=None if self._batches is None else index == self._batches - 1,
-            accumulation_state=self.state,
-            precision=self.precision,
-            report_update=report_update,
-            loss_fn=self.loss,
-            device=self.device,
-        )
+        # the same frozen TrainStepContext as TrainStepContext(**fields) (it has no
+        # __post_init__), filled without the generated __init__'s per-field setattr
+        ctx = _new(TrainStepContext)
+        fields = ctx.__dict__
+        fields.update(self._fixed())
+        fields["batch"] = step_batch(X, y)
+        fields["batch_idx"] = index
+        fields["epoch_idx"] = self.epoch
+        fields["is_last_batch"] = None if self._batches is None else index == self._batches - 1
+        fields["report_update"] = report_update
         edp = self.fn(ctx)
         if not isinstance(edp, EDP):
             name = getattr(self.fn, "__qualname__", type(self.fn).__name__)

@@ -12,6 +12,7 @@ denominators are known and one backward runs on the exact total.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -38,8 +39,16 @@ def _total(parts: list[Any]) -> Any:
 def _nonzero(d: Any) -> Any:
     """A window whose denominator is 0 summed nothing: 0 / 1, not 0 / 0."""
     if isinstance(d, torch.Tensor):
-        return torch.where(d > 0, d, torch.ones_like(d)).to(torch.float32)
+        # the 1 as a 0-d tensor of d's dtype broadcasts as ones_like(d) would, one op fewer
+        one = _ONES.get((d.dtype, d.device))
+        if one is None:
+            one = _ONES[(d.dtype, d.device)] = torch.ones((), dtype=d.dtype, device=d.device)
+        return torch.where(d > 0, d, one).to(torch.float32)
     return d if d else 1
+
+
+# read-only constants, one per (dtype, device): never written in place
+_ONES: dict[tuple[torch.dtype, torch.device], torch.Tensor] = {}
 
 
 class ObjectiveStep(TrainStep):
@@ -55,6 +64,7 @@ class ObjectiveStep(TrainStep):
             self._decode = False
         self.skipped = 0  # updates skipped by nonfinite="skip" (the whole run)
         self.world_size = 1
+        self._zero: torch.Tensor | None = None  # a read-only +0.0 on the device
 
     def needs(self, outputs: bool, preds: bool) -> None:
         super().needs(outputs, preds)
@@ -103,42 +113,54 @@ class ObjectiveStep(TrainStep):
                 self.updater.backward(_weighted(term, term.numerator))
             results.append(result)
         names = _same_terms(results, self.objective)
-        kinds = [t.reduction for t in results[0].terms]
+        first = results[0].terms
+        kinds = [t.reduction for t in first]
+        zero = self._zero
+        if zero is None:  # Σ numerator starts from +0.0 (a -0.0 numerator sums to +0.0)
+            zero = self._zero = torch.zeros((), device=self.device, dtype=torch.float32)
         local: list[tuple[torch.Tensor, Any]] = []
         for index in range(len(names)):
+            if len(results) == 1:  # one micro-batch: its term as it is
+                t = first[index]
+                local.append((zero + t.numerator.detach().float(), _total([t.denominator])))
+                continue
             terms = [r.terms[index] for r in results]
-            numerator = torch.zeros((), device=self.device, dtype=torch.float32)
+            numerator = zero
             for t in terms:
                 numerator = numerator + t.numerator.detach().float()
             local.append((numerator, _total([t.denominator for t in terms])))
         totals = self._union(local)  # the ranks' sums in a data-parallel run
         sums: dict[str, tuple[torch.Tensor, Any]] = {}
+        values: dict[str, torch.Tensor] = {}
         trained: Any = None
+        loss: Any = None
         for index, name in enumerate(names):
             numerator, denominator = totals[index]
             denominator = _nonzero(denominator) if kinds[index] == "mean" else 1
             sums[name] = (numerator, denominator)
-            if not eager:
-                terms = [r.terms[index] for r in results]
-                graph = (
-                    terms[0].numerator if len(terms) == 1 else _sum([t.numerator for t in terms])
-                )
-                divide = kinds[index] == "mean" and (
-                    isinstance(denominator, torch.Tensor) or denominator != 1
-                )
-                value = graph / denominator if divide else graph
-                part = _weighted(terms[0], value)
-                trained = part if trained is None else trained + part
-        values = {n: num / den for n, (num, den) in sums.items()}
-        loss = None
-        for name, t in zip(names, results[0].terms, strict=True):
-            part = values[name] if t.weight == 1 else values[name] * t.weight
+            # x / 1 is x bit for bit: a "sum" term, or a lone micro-batch's "mean" over
+            # 1 (the supervised objective's), skips the op
+            one = not isinstance(denominator, torch.Tensor) and denominator == 1
+            value = values[name] = numerator if one else numerator / denominator
+            weight = first[index].weight
+            part = value if weight == 1 else value * weight
             loss = part if loss is None else loss + part
+            if not eager:
+                if len(results) == 1:
+                    graph = first[index].numerator
+                else:
+                    graph = _sum([r.terms[index].numerator for r in results])
+                divide = kinds[index] == "mean" and not one
+                value = graph / denominator if divide else graph
+                part = _weighted(first[index], value)
+                trained = part if trained is None else trained + part
         assert loss is not None
         if not eager:
             self.updater.backward(trained)
         self._sync_gradients()
-        if not bool(torch.isfinite(loss)):
+        # one read-back of the (one-element) loss: float() then a host check, cheaper
+        # than torch.isfinite on the device and the same decision
+        if not math.isfinite(float(loss)):
             if self.objective.nonfinite == "skip":
                 self.updater.zero_grad()
                 self.skipped += 1

@@ -71,7 +71,10 @@ class _Teacher:
             p.requires_grad_(False)
 
     def logits(self, X: torch.Tensor, device: torch.device) -> torch.Tensor:
-        self.net.eval()  # kept in eval mode, whatever the caller did since
+        # kept in eval mode, whatever the caller did since: reading the flags costs a
+        # fraction of setting them (Module.eval() walks and sets every submodule's)
+        if any(m.training for m in self.net.modules()):
+            self.net.eval()
         params = next(self.net.parameters(), None)
         here = X if params is None or params.device == X.device else X.to(params.device)
         with torch.no_grad():
