@@ -40,6 +40,10 @@ __all__ = [
 
 def _move(value: Any, device: Any, non_blocking: bool) -> Any:
     if isinstance(value, torch.Tensor):
+        # a tensor already there is returned as it is, which is what .to does, without
+        # the dispatch (the loop moves every step-owned batch, mostly already in place)
+        if value.device == device:
+            return value
         return value.to(device, non_blocking=non_blocking)
     if isinstance(value, Mapping):
         return type(value)({k: _move(v, device, non_blocking) for k, v in value.items()})

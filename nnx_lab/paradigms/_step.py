@@ -94,19 +94,22 @@ def peek_batch(params: Any) -> Any:
     return first_batch(params.train_loader, "NNTrainParams.train_loader")
 
 
-def _gamma(shape: float, gen: torch.Generator) -> float:
-    """A Gamma(shape, 1) draw from ``gen`` (Marsaglia and Tsang; shape < 1 boosted)."""
+def _gamma(shape: float, gen: torch.Generator, buf: torch.Tensor) -> float:
+    """A Gamma(shape, 1) draw from ``gen`` (Marsaglia and Tsang; shape < 1 boosted).
+    ``buf`` is a 0-d float64 scratch tensor: ``buf.uniform_`` and ``buf.normal_`` are
+    what ``torch.rand`` and ``torch.randn`` run on a new tensor (the same draws from
+    ``gen``), without an allocation per draw."""
     if shape < 1.0:
-        u = float(torch.rand((), generator=gen, dtype=torch.float64))
-        return _gamma(shape + 1.0, gen) * u ** (1.0 / shape)
+        u = float(buf.uniform_(generator=gen))
+        return _gamma(shape + 1.0, gen, buf) * u ** (1.0 / shape)
     d = shape - 1.0 / 3.0
     c = 1.0 / math.sqrt(9.0 * d)
     while True:
-        x = float(torch.randn((), generator=gen, dtype=torch.float64))
+        x = float(buf.normal_(generator=gen))
         v = (1.0 + c * x) ** 3
         if v <= 0:
             continue
-        u = float(torch.rand((), generator=gen, dtype=torch.float64))
+        u = float(buf.uniform_(generator=gen))
         if math.log(max(u, 1e-300)) < 0.5 * x * x + d - d * v + d * math.log(v):
             return d * v
 
@@ -114,7 +117,8 @@ def _gamma(shape: float, gen: torch.Generator) -> float:
 def beta_draw(alpha: float, gen: torch.Generator) -> float:
     """A Beta(alpha, alpha) draw from ``gen``: torch.distributions.Beta takes no
     generator, and the draw must come from the step's own checkpointed one."""
-    a, b = _gamma(alpha, gen), _gamma(alpha, gen)
+    buf = torch.empty((), dtype=torch.float64)
+    a, b = _gamma(alpha, gen, buf), _gamma(alpha, gen, buf)
     return a / (a + b) if a + b > 0 else 0.5
 
 

@@ -41,10 +41,11 @@ def pairwise_terms(
     if weighting == "pair":
         return (losses * mask).sum(), mask.sum()
     per_row = mask.sum(1)  # pairs led by row i
-    per_query = same.to(s.dtype) @ per_row  # pairs of row i's query
+    same_f = same.to(s.dtype)  # converted once: the N x N matrix serves twice
+    per_query = same_f @ per_row  # pairs of row i's query
     weights = torch.where(per_query > 0, 1.0 / per_query.clamp(min=1.0), 0.0)
     numerator = ((losses * mask).sum(1) * weights).sum()
     # each query with a pair counted once: its rows' shares 1 / (rows of the query)
-    rows = same.to(s.dtype).sum(1)
+    rows = same_f.sum(1)
     queries = ((per_query > 0).to(s.dtype) / rows).sum().round()
     return numerator, queries
