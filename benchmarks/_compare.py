@@ -5,13 +5,19 @@ ratio lines against a baseline measured in the same run.
     args = bench_args(epochs=2)            # --rounds --epochs --threads (+ your own)
     times = alternate(kinds, args.rounds)  # kinds: {name: fn(round) -> seconds}
     report(times, baseline="hand_written", target=0.95)
+
+    clock = PhaseClock()                   # model.train(..., callbacks=[clock])
+    phase_report(hand_times, clock_times, "kd")   # the ratio without setup and finish
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
+import time
 from collections.abc import Callable
+
+from nnx_lab import Callback
 
 
 def bench_args(
@@ -65,3 +71,36 @@ def report(times: dict[str, list[float]], baseline: str, target: float) -> dict[
             line += f"{base_med / med:.3f} (median); target >= {target}"
         print(line)
     return ratios
+
+
+class PhaseClock(Callback):
+    """A callback timing a run's training phase: from ``RunStarted`` (checks done, run
+    directory reserved, data identified) to the last ``EpochEnded`` (every step, every
+    epoch end and its checkpoints; not the final write-out). It listens to no per-step
+    event, so the steps cost what they cost without it."""
+
+    def __init__(self) -> None:
+        self.start = self.end = 0.0
+
+    def on_run_started(self, event: object) -> None:
+        self.start = time.perf_counter()
+
+    def on_epoch_ended(self, event: object) -> None:
+        self.end = time.perf_counter()
+
+    @property
+    def seconds(self) -> float:
+        return self.end - self.start
+
+
+def phase_report(hand: list[float], phases: list[float], name: str) -> float:
+    """Print the median of the paired per-round ratios hand-written / nnx-lab training
+    phase (what the whole-call ratio is once the per-run setup and finish are left
+    out); returns it."""
+    paired = [h / p for h, p in zip(hand, phases, strict=True)]
+    median = statistics.median(paired)
+    print(
+        f"{name}: training phase only (RunStarted to the last EpochEnded), median of the "
+        f"{len(paired)} per-round ratios {median:.3f}"
+    )
+    return median

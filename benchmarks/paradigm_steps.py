@@ -16,7 +16,9 @@ in one process, rounds alternating their order (benchmarks/_compare.py):
 Both sides iterate one list of batches made beforehand (the step, not the loader, is
 measured). Prints each kind's fastest and median seconds and the throughput ratio
 hand-written / nnx-lab for each paradigm, and the median of the per-round ratios
-(target >= 0.95).
+(target >= 0.95), for the whole ``train()`` call and for its training phase only
+(``_compare.PhaseClock``: without the per-run checks, identity, run directory and the
+final write-out, which the hand-written loop does not do).
 """
 
 from __future__ import annotations
@@ -32,7 +34,13 @@ os.environ["NNX_TQDM_DISABLE"] = "1"
 import numpy as np
 import torch
 import torch.nn.functional as F
-from _compare import alternate, bench_args, report  # benchmarks/ is on the path
+from _compare import (  # benchmarks/ is on the path
+    PhaseClock,
+    alternate,
+    bench_args,
+    phase_report,
+    report,
+)
 from torch.utils.data import DataLoader, TensorDataset
 
 from nnx_lab import (
@@ -104,7 +112,11 @@ def _hand(net, loader, epochs, loss_of):
     return time.perf_counter() - t0
 
 
-def _nnx(model, loader, epochs, step, salt):
+PHASES: dict[str, list[float]] = {}  # each nnx-lab run's training phase, by paradigm
+
+
+def _nnx(model, loader, epochs, step, salt, name):
+    clock = PhaseClock()
     with tempfile.TemporaryDirectory() as root:
         params = NNTrainParams(
             n_epochs=epochs,
@@ -114,8 +126,10 @@ def _nnx(model, loader, epochs, step, salt):
             progress=False,
         )
         t0 = time.perf_counter()
-        model.train(params, train_step_fn=step, salt=str(salt))
-        return time.perf_counter() - t0
+        model.train(params, train_step_fn=step, salt=str(salt), callbacks=[clock])
+        seconds = time.perf_counter() - t0
+    PHASES.setdefault(name, []).append(clock.seconds)
+    return seconds
 
 
 def kd_kinds(epochs):
@@ -137,7 +151,9 @@ def kd_kinds(epochs):
 
     return {
         "kd hand-written": lambda r: _hand(_mlp().net, loader, epochs, loss_of),
-        "kd nnx-lab": lambda r: _nnx(_mlp(), loader, epochs, kd_train_step_factory(teacher), r),
+        "kd nnx-lab": lambda r: _nnx(
+            _mlp(), loader, epochs, kd_train_step_factory(teacher), r, "kd"
+        ),
     }
 
 
@@ -160,7 +176,9 @@ def mixup_kinds(epochs):
 
     return {
         "mixup hand-written": lambda r: _hand(_mlp().net, loader, epochs, loss_of),
-        "mixup nnx-lab": lambda r: _nnx(_mlp(), loader, epochs, mixup_train_step_factory(0.4), r),
+        "mixup nnx-lab": lambda r: _nnx(
+            _mlp(), loader, epochs, mixup_train_step_factory(0.4), r, "mixup"
+        ),
     }
 
 
@@ -189,7 +207,9 @@ def cutmix_kinds(epochs):
 
     return {
         "cutmix hand-written": lambda r: _hand(_cnn().net, loader, epochs, loss_of),
-        "cutmix nnx-lab": lambda r: _nnx(_cnn(), loader, epochs, cutmix_train_step_factory(1.0), r),
+        "cutmix nnx-lab": lambda r: _nnx(
+            _cnn(), loader, epochs, cutmix_train_step_factory(1.0), r, "cutmix"
+        ),
     }
 
 
@@ -209,7 +229,7 @@ def simclr_kinds(epochs):
     return {
         "simclr hand-written": lambda r: _hand(_mlp(out=32).net, loader, epochs, loss_of),
         "simclr nnx-lab": lambda r: _nnx(
-            _mlp(out=32), loader, epochs, simclr_train_step_factory(0.5), r
+            _mlp(out=32), loader, epochs, simclr_train_step_factory(0.5), r, "simclr"
         ),
     }
 
@@ -240,6 +260,7 @@ def main() -> None:
         print(
             f"{name}: median of the {len(paired)} per-round ratios {statistics.median(paired):.3f}"
         )
+        phase_report(hand, PHASES[name], name)
 
 
 if __name__ == "__main__":

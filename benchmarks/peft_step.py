@@ -9,7 +9,9 @@ alternating their order.
     python benchmarks/peft_step.py [--rounds 3] [--epochs 2] [--threads N]
 
 Prints each side's fastest and median seconds and the throughput ratio raw / nnx
-(target >= 0.95) from the fastest runs and from the medians.
+(target >= 0.95) from the fastest runs and from the medians, then the median of the
+paired per-round ratios for the whole call and for the training phase only (without
+the per-run checks, identity, run directory and final write-out).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ os.environ["NNX_TQDM_DISABLE"] = "1"
 
 import torch
 import torch.nn.functional as F
+from _compare import PhaseClock, phase_report  # benchmarks/ is on the path
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
@@ -48,6 +51,9 @@ def make_loader() -> DataLoader:
     return DataLoader(TensorDataset(X, y), batch_size=128, shuffle=True)
 
 
+PHASES: list[float] = []  # each nnx run's training phase (_compare.PhaseClock)
+
+
 def nnx(loader: DataLoader, epochs: int, salt: int) -> float:
     model = NNModel(module=make_net(), params=NNModelParams(loss=Losses.CROSS_ENTROPY))
     with tempfile.TemporaryDirectory() as root:
@@ -58,9 +64,12 @@ def nnx(loader: DataLoader, epochs: int, salt: int) -> float:
             runs_root=root,
             progress=False,
         )
+        clock = PhaseClock()
         t0 = time.perf_counter()
-        model.train(params, salt=str(salt))
-        return time.perf_counter() - t0
+        model.train(params, salt=str(salt), callbacks=[clock])
+        seconds = time.perf_counter() - t0
+    PHASES.append(clock.seconds)
+    return seconds
 
 
 def raw(loader: DataLoader, epochs: int, salt: int) -> float:
@@ -103,6 +112,9 @@ def main() -> None:
     best = min(times["raw"]) / min(times["nnx"])
     med = statistics.median(times["raw"]) / statistics.median(times["nnx"])
     print(f"throughput nnx / raw: {best:.3f} (fastest), {med:.3f} (median); target >= 0.95")
+    paired = [r / n for r, n in zip(times["raw"], times["nnx"], strict=True)]
+    print(f"nnx: median of the {len(paired)} per-round ratios {statistics.median(paired):.3f}")
+    phase_report(times["raw"], PHASES, "nnx")
 
 
 if __name__ == "__main__":

@@ -12,7 +12,9 @@ rows (10 queries), no validation, no progress bar.
 
 Prints each kind's fastest and median seconds, the throughput ratio hand-written /
 objective from the fastest runs and from the medians (target >= 0.95), and how far the
-two trained networks' weights ended apart (the same update: rounding only).
+two trained networks' weights ended apart (the same update: rounding only); then the
+median of the paired per-round ratios, for the whole call and for the training phase
+only (without the per-run checks, identity, run directory and final write-out).
 """
 
 from __future__ import annotations
@@ -27,11 +29,13 @@ os.environ["NNX_TQDM_DISABLE"] = "1"
 
 import torch
 import torch.nn.functional as F
+from _compare import PhaseClock, phase_report  # benchmarks/ is on the path
 
 from nnx_lab import NNModel, NNOptimParams, NNParams, NNTrainParams
 from nnx_lab.ranking import RankingTask, synthetic_queries
 
 LR = 1e-3
+PHASES: list[float] = []  # each objective run's training phase (_compare.PhaseClock)
 
 
 def hand_written_loss(scores, qids, rel):
@@ -81,9 +85,12 @@ def objective(batches, epochs: int, salt: int):
             runs_root=root,
             progress=False,
         )
+        clock = PhaseClock()
         t0 = time.perf_counter()
-        model.train(params, objective=task.objective(), salt=str(salt))
-        return time.perf_counter() - t0, model.net
+        model.train(params, objective=task.objective(), salt=str(salt), callbacks=[clock])
+        seconds = time.perf_counter() - t0
+    PHASES.append(clock.seconds)
+    return seconds, model.net
 
 
 KINDS = {"hand_written": hand_written, "objective": objective}
@@ -117,6 +124,10 @@ def main() -> None:
             line += f"; throughput vs hand-written {base_best / best:.3f} (fastest), "
             line += f"{base_med / med:.3f} (median); target >= 0.95"
         print(line)
+    paired = [h / o for h, o in zip(times["hand_written"], times["objective"], strict=True)]
+    median = statistics.median(paired)
+    print(f"objective: median of the {len(paired)} per-round ratios {median:.3f}")
+    phase_report(times["hand_written"], PHASES, "objective")
     apart = max(
         float((a - b).detach().abs().max())
         for a, b in zip(
