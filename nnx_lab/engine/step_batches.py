@@ -96,7 +96,15 @@ class _StepBatches(BatchAdapter):
                 f"a batch of type {type(batch).__name__} holds no tensor with a row axis",
                 "yield tensors (or tuples / dicts of tensors) whose first axis is the rows",
             )
-        return (batch,), {}, torch.zeros(int(found.shape[0]))
+        n = int(found.shape[0])
+        rows = self._rows
+        if rows is None or rows.shape[0] != n:
+            # the placeholder is only read (its length), so one of each length serves
+            # every batch of that size: a tensor less to build per step
+            rows = self._rows = torch.zeros(n)
+        return (batch,), {}, rows
+
+    _rows: torch.Tensor | None = None
 
     def identity(self) -> dict[str, Any]:
         return {"type": "step-owned batches"}
