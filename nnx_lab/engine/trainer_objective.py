@@ -111,8 +111,12 @@ class _NamedSteps:
         for name in named.updates:
             named.updates[name] += 1
         out.updates = n
-        out.lrs = named.current_lrs()
+        out.lrs = self.current_lrs()
         return out
+
+    def current_lrs(self) -> dict[str, float]:
+        """Each optimizer's rate (the loop's records carry them, and no single lr)."""
+        return self.objective.named.current_lrs()
 
     def plateau_step(self, value: float) -> None:
         """The epoch's plateau signal for the named schedulers (the loop calls it)."""

@@ -120,7 +120,9 @@ def test_accumulating_two_batches_of_b_equals_one_batch_of_2b(tmp_path, terms):
     torch.manual_seed(0)
     fresh = ActorCritic()
     first = terms(fresh, (X[:24], y[:24]), None).terms[0]
-    assert records[0]["terms"][first.name] == pytest.approx(float(first.numerator.detach() / 24), rel=1e-6)
+    assert records[0]["terms"][first.name] == pytest.approx(
+        float(first.numerator.detach() / 24), rel=1e-6
+    )
 
 
 def test_accumulation_is_exact_against_a_hand_written_two_optimizer_loop(tmp_path):
@@ -218,6 +220,10 @@ def test_nonfinite_skip_skips_every_optimizers_step_counts_and_goes_on(tmp_path)
     with pytest.raises(NonFiniteLossError, match="at step 1"):
         Trainer(stopped).train(_params(tmp_path / "c", data[2:]), objective=_NaNOn(data[2][0][0]))
     assert all(torch.equal(before[k], v) for k, v in stopped.net.state_dict().items())
+    (failed,) = [p for p in (tmp_path / "c").iterdir() if not p.name.startswith(".")]
+    (line,) = [json.loads(x) for x in (failed / "metrics.jsonl").read_text().splitlines()][1:2]
+    assert (line["step"], line["lr"], line["lrs"]) == (1, None, {"actor": 1e-2, "critic": 1e-3})
+    assert line["loss"] != line["loss"]  # NaN: the step that diverged, logged
 
 
 def test_a_trainer_step_fn_sees_its_window_and_can_accumulate(runs_root):
