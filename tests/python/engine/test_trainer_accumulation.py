@@ -326,3 +326,42 @@ def test_the_trainer_fields_are_nntrainparams_own(runs_root):
         assert mine[name].default == theirs[name].default, name
     with pytest.raises(ConfigError, match=r"NNTrainParams\.log_every"):
         NNTrainerParams(optims=_optims(), log_every=0)
+
+
+def test_a_mid_epoch_stop_with_accumulation_resumes_bit_for_bit(tmp_path):
+    """A Stop after a window in the middle of an epoch writes LAST there; the resume
+    replays the epoch's order, skips the windows trained and goes on as if never
+    stopped: every optimizer, the terms and the counts included."""
+
+    class StopAt:
+        def on_attach(self, control):
+            self.control = control
+
+        def on_step_ended(self, event):
+            if event.step == 8:  # epoch 2's first window (6 steps per epoch)
+                self.control.request_stop("test stop")
+
+    kw = {"accumulation_steps": 2}
+    whole = _model()
+    full = Trainer(whole).train(
+        _params(tmp_path / "a", _batches(12), n_epochs=2, **kw), objective=Objective(_mean_terms)
+    )
+    first = Trainer(_model()).train(
+        _params(tmp_path / "b", _batches(12), n_epochs=2, **kw),
+        objective=Objective(_mean_terms),
+        callbacks=[StopAt()],
+    )
+    assert first.status.value == "stopped"
+    resumed = _model()
+    trainer = Trainer(resumed)
+    second = trainer.train(
+        _params(tmp_path / "b", _batches(12), n_epochs=1, resume_from_run_id=first.id, **kw),
+        objective=Objective(_mean_terms),
+    )
+    assert second.resume_status["epoch_complete"] is False
+    for name, weight in whole.net.state_dict().items():
+        assert torch.equal(weight, resumed.net.state_dict()[name]), name
+    assert [(s["step"], s["terms"]) for s in steps(full)] == [
+        (s["step"], s["terms"]) for s in steps(second)
+    ]
+    assert trainer.last_step.updates == {"actor": 6, "critic": 6}
