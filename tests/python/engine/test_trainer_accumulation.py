@@ -365,3 +365,17 @@ def test_a_mid_epoch_stop_with_accumulation_resumes_bit_for_bit(tmp_path):
         (s["step"], s["terms"]) for s in steps(second)
     ]
     assert trainer.last_step.updates == {"actor": 6, "critic": 6}
+
+
+def test_a_health_probe_tags_an_objectives_tensors_with_their_optimizer(tmp_path):
+    from nnx_lab import HealthProbe
+
+    probe = HealthProbe(every=2)
+    Trainer(_model()).train(
+        _params(tmp_path, _batches(12), accumulation_steps=2),
+        objective=Objective(_mean_terms),
+        callbacks=[probe],
+    )
+    record = probe.records[0]
+    assert record.optimizers == [n.split(".")[0] for n in record.names]
+    assert set(record.optimizers) == {"actor", "critic"}
