@@ -175,7 +175,6 @@ class CustomStep(TrainStep):
         loss = sum(v * n for v, n in losses) / max(rows, 1)
         y_all = window[0][1] if len(window) == 1 else torch.cat([y for _, y in window])
         value = torch.tensor(loss, dtype=torch.float32)
-        lrs = getattr(self.fn, "current_lrs", None)
         terms = getattr(self.fn, "current_terms", None)  # a Trainer objective's, by name
         values, sums = (None, None) if terms is None else terms() or (None, None)
         return StepOutput(
@@ -186,8 +185,13 @@ class CustomStep(TrainStep):
             terms=values,
             term_sums=sums,
             updates=updates,
-            lrs=None if lrs is None else lrs(),
+            lrs=self.current_lrs(),
         )
+
+    def current_lrs(self) -> dict[str, float] | None:
+        """Each named optimizer's rate, for a step that owns several (the Trainer)."""
+        lrs = getattr(self.fn, "current_lrs", None)
+        return None if lrs is None else lrs()
 
     def plateau_step(self, value: float) -> None:
         """The epoch's plateau signal, for a step that owns schedulers (the Trainer)."""

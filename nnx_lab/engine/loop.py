@@ -398,8 +398,8 @@ class TrainingLoop:
         """The steps before, then the step whose loss was not finite, as records: the
         log and the monitor show where the run went wrong (its update was not applied)."""
         self._flush_steps()
-        lr = float(self.optimizer.param_groups[0]["lr"])
-        record = StepRecord(self.step + 1, epoch, batch, lr, rows, exc.loss)
+        lr, lrs = _rates(self.train_step, self.optimizer)
+        record = StepRecord(self.step + 1, epoch, batch, lr, rows, exc.loss, lrs=lrs)
         self.bus.emit(StepMetrics(records=(record,)))
 
     def _diverged(self, exc: NonFiniteLossError, epoch: int, batch: int) -> NonFiniteLossError:
@@ -463,7 +463,7 @@ class TrainingLoop:
             EpochEnded(
                 epoch=epoch,
                 step=self.step,
-                lr=self.optimizer.param_groups[0]["lr"],
+                lr=_rates(self.train_step, self.optimizer)[0],
                 train=train,
                 val=None if val is None else val.to_json(),
                 signal=chosen.signal,
@@ -481,6 +481,14 @@ class TrainingLoop:
     def final_epoch(self) -> bool:
         """Whether the epoch that just ended is the last this run trains."""
         return self.epoch >= self._last_epoch or self.control.stop_requested
+
+
+def _rates(step: TrainStep, optimizer: Any) -> tuple[float | None, dict[str, float] | None]:
+    """The rate a record carries: each named optimizer's (``lrs``, and no single ``lr``)
+    for a step that reports them (the Trainer's), else the optimizer's."""
+    named = getattr(step, "current_lrs", None)
+    lrs = named() if callable(named) else None
+    return (None, lrs) if lrs else (float(optimizer.param_groups[0]["lr"]), None)
 
 
 def _describe(exc: BaseException) -> str:

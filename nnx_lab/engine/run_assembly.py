@@ -349,6 +349,8 @@ def _assemble(
     parts = (model.net, model.loss_fn, task, model.device, precision, updater)
     if train_step_fn is not None:
         step: TrainStep = CustomStep(*parts, fn=train_step_fn, params=params)
+    elif callable(getattr(objective, "make_step", None)):  # the Trainer's named optimizers
+        step = objective.make_step(*parts, collective=distributed)
     elif objective is not None and distributed is not None:
         step = DistributedObjectiveStep(*parts, objective=objective, collective=distributed)
     elif objective is not None:
@@ -359,7 +361,7 @@ def _assemble(
         step = DistributedTrainStep(*parts, collective=distributed)
     step.forward_net = compiled_net(model, model.net, model.trained_params().compile)
     if distributed is None or distributed.rank == 0:  # rank 0's synchronized gradients
-        bind_probes(callbacks, model.net, _owners(optimizer, train_step_fn), bus)
+        bind_probes(callbacks, model.net, _owners(optimizer, train_step_fn or objective), bus)
     # fp32 has no scaler or gradient check: the loss itself is checked before the update.
     # A rank of a DDP run leaves it to the collective flush (a lone raise would hang).
     step.guard_loss = params.stop_on_nonfinite and not precision.reduced and distributed is None

@@ -85,7 +85,7 @@ class IDP:
     iteration: int
     epoch: int
     batch: int
-    lr: float
+    lr: float | None  # None: several optimizers (the Trainer's; see the log's lrs)
     train_edp: EDP
     val_edp: EDP | None = None
     train_summary: EDP | None = None

@@ -87,7 +87,9 @@ class StepBuffer:
         if self.lrs and len(self.lrs) == len(self.meta):
             lrs, self.lrs = self.lrs, []
             records, conf, weights = self.drain()
-            return [replace(r, lrs=v) for r, v in zip(records, lrs, strict=True)], conf, weights
+            # several optimizers: their rates, and no single ``lr`` to stand for them
+            out = [replace(r, lr=None, lrs=v) for r, v in zip(records, lrs, strict=True)]
+            return out, conf, weights
         if self.terms and len(self.terms) == len(self.meta):
             names = list(self.terms[0])
             rows = torch.stack([torch.stack([t[n] for n in names]) for t in self.terms]).tolist()

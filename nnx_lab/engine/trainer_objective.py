@@ -1,98 +1,135 @@
-"""``Trainer.train(objective=)``: an ``Objective`` as the Trainer's step (§3.2).
+"""``Trainer.train(objective=)``: an ``Objective`` trained by several named optimizers (§3.2).
 
-One micro-batch per update: the objective's weighted total (each ``"mean"`` term its
-numerator over its denominator, each ``"sum"`` term its numerator) is backpropagated
-once and every optimizer steps the parameters it owns, with its own ``grad_clip_norm``;
-each of those steps is a reported update. That is the right update when each
-optimizer's parameters get their gradient from their own terms (actor-critic: the
-policy's term, the value's term); a GAN, whose players pull against each other, needs
-a ``trainer_step_fn``. A non-finite total stops the run before the update
-(``nonfinite="skip"`` is refused by the Trainer); ``after_update`` runs after each
-update; the terms are logged by name, per step and as the epoch's exact means.
+The engine's own objective step does the work (``ObjectiveStep``, or
+``DistributedObjectiveStep`` under ``distributed=``): exact accumulation (Σ numerator
+/ Σ denominator per term over each window, uneven masks and a short last window
+included), ``nonfinite="fail"|"skip"``, the union's loss and summed gradients across
+ranks, ``after_update``, the terms by name. The Trainer changes who steps: its
+``NamedUpdater`` lets every optimizer step the parameters it owns, with its own
+``grad_clip_norm``, once per window; each of those steps is a reported update (the
+run's step advances by the number of optimizers), and the step records carry ``lrs``.
+
+That is the right update when each optimizer's parameters get their gradient from
+their own terms (actor-critic: the policy's term, the value's term); a GAN, whose
+players pull against each other, needs a ``trainer_step_fn``.
 """
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import torch
 
-from ..errors import NonFiniteLossError
-from .edp import EDP
-from .objective import Objective, ObjectiveContext
+from .objective import Objective, ObjectiveContext, ObjectiveResult
+from .objective_ddp import DistributedObjectiveStep
+from .objective_step import ObjectiveStep
+from .train_step import StepOutput
+from .trainer_optims import NamedOptimizers, NamedUpdater
+from .trainer_params import NNTrainerParams
 
-__all__ = ["ObjectiveTrainerStep"]
+__all__ = ["TrainerObjective"]
 
 
-class ObjectiveTrainerStep:
-    """A ``trainer_step_fn`` that trains ``objective`` with every optimizer at once."""
+class TrainerObjective(Objective):
+    """The user's ``objective`` with the Trainer's optimizers: what ``NNModel.train``
+    is given as its ``objective=``. Its run identity adds every optimizer's and
+    scheduler's settings; it is the run's component ``"trainer"``."""
 
-    def __init__(self, objective: Objective) -> None:
+    def __init__(self, objective: Objective, net: torch.nn.Module, params: NNTrainerParams):
+        super().__init__(nonfinite=objective.nonfinite)
         self.objective = objective
-        # the last update's terms for the log: each one's value, and (Σ numerator, Σ
-        # denominator) for the epoch's exact per-term mean
-        self.terms: tuple[dict[str, torch.Tensor], dict[str, tuple[Any, Any]]] | None = None
+        self.named = NamedOptimizers(net, params, objective)
+        self.scores_outputs = objective.scores_outputs
+        for hook in ("owns_batches", "check"):  # the hooks the engine asks an objective for
+            if hasattr(objective, hook):
+                setattr(self, hook, getattr(objective, hook))
+
+    def __call__(self, net: torch.nn.Module, batch: Any, ctx: ObjectiveContext) -> ObjectiveResult:
+        return self.objective(net, batch, ctx)
+
+    def after_update(self, net: torch.nn.Module, step: int) -> None:
+        self.objective.after_update(net, step)
+
+    @property
+    def name(self) -> str:
+        return self.objective.name
+
+    @property
+    def optimizers(self) -> dict[str, torch.optim.Optimizer]:
+        """The named optimizers (a HealthProbe tags each tensor with its owner)."""
+        return self.named.optimizers
 
     def identity_target(self) -> Any:
         return self.objective.identity_target()
 
-    def __call__(self, ctx: Any) -> EDP:
-        X, y = ctx.batch
-        device = ctx.device if ctx.device is not None else next(ctx.model.parameters()).device
-        batch = (X.to(device), y.to(device))
-        # every optimizer steps once per batch here, so the batches updated so far + 1
-        # (the run's step counts each optimizer's update: it advances by len(optimizers))
-        step = sum(ctx.updates.values()) // max(len(ctx.optimizers), 1) + 1
-        octx = ObjectiveContext(step, ctx.epoch_idx, 0, 1, ctx.precision, device, ctx.loss_fn)
-        with ctx.precision.autocast():
-            result = self.objective(ctx.model, batch, octx)
-        total: Any = None
-        values: dict[str, torch.Tensor] = {}
-        sums: dict[str, tuple[Any, Any]] = {}
-        for term in result.terms:
-            value = term.numerator
-            den = term.denominator if term.reduction == "mean" else 1
-            if term.reduction == "mean":
-                value = value / term.denominator
-            values[term.name] = value.detach().float().reshape(())
-            sums[term.name] = (term.numerator.detach().float().reshape(()), den)
-            part = value if term.weight == 1 else value * term.weight
-            total = part if total is None else total + part
-        loss = float(total.detach())
-        rows = int(y.shape[0])
-        if not math.isfinite(loss):
-            raise NonFiniteLossError(f"non-finite training loss ({loss})", loss)
-        for opt in ctx.optimizers.values():
-            opt.zero_grad(set_to_none=True)
-        scaler = ctx.scaler  # fp16: one scaler serves every optimizer of one backward
-        (total.reshape(()) if scaler is None else scaler.scale(total.reshape(()))).backward()
-        for name, opt in ctx.optimizers.items():
-            clip = ctx.grad_clip_norms.get(name)
-            if scaler is not None:
-                scaler.unscale_(opt)  # clip the true gradients
-            if clip:
-                owned = [p for g in opt.param_groups for p in g["params"]]
-                torch.nn.utils.clip_grad_norm_(owned, clip)
-            if scaler is None:
-                opt.step()
-            else:
-                scaler.step(opt)  # skipped when this optimizer's gradients are not finite
-            ctx.report_update(name)
-        if scaler is not None:
-            scaler.update()
-        self.objective.after_update(ctx.model, step)
-        self.terms = values, sums
-        return EDP(loss=loss, samples=rows)
+    def run_identity(self) -> dict[str, Any]:
+        ident: dict[str, Any] = {"trainer": self.named.params.identity()}
+        own = getattr(self.objective, "run_identity", None)
+        if callable(own):
+            ident["objective"] = own()
+        return ident
 
-    def current_terms(self) -> Any:
-        return self.terms
+    def make_step(self, *parts: Any, collective: Any = None) -> ObjectiveStep:
+        """The engine's objective step, one process or one rank, stepping the named
+        optimizers (``run_assembly`` asks an objective for its step when it has this)."""
+        if collective is None:
+            return _TrainerStep(*parts, objective=self)
+        return _DistributedTrainerStep(*parts, objective=self, collective=collective)
 
-    def state_dict(self) -> dict[str, Any] | None:
-        own = getattr(self.objective, "state_dict", None)
-        return own() if callable(own) else None
+    # -- the component: the optimizers, schedulers, counts and the objective's own state --
+    def component_spec(self) -> Any:
+        return self.named.component_spec()
 
-    def load_state_dict(self, state: Any) -> None:
-        own = getattr(self.objective, "load_state_dict", None)
-        if callable(own) and state is not None:
-            own(state)
+    def component_state(self) -> dict[str, Any]:
+        return self.named.component_state()
+
+    def check_component_state(self, state: dict[str, Any], version: int) -> list[str]:
+        return self.named.check_component_state(state, version)
+
+    def load_component_state(self, state: dict[str, Any], version: int = 1) -> None:
+        self.named.load_component_state(state, version)
+
+
+class _NamedSteps:
+    """What the Trainer changes in the engine's objective step (a mixin for both)."""
+
+    objective: TrainerObjective
+    updater: Any
+
+    def _named_updater(self) -> None:
+        self.updater = NamedUpdater(self.updater, self.objective.named)
+
+    def accumulated(self, window: list[tuple[Any, Any]], step_number: int = 0) -> Any:
+        named = self.objective.named
+        n = len(named.optimizers)
+        # the objective's ctx.step and after_update count updates (windows), as with one
+        # optimizer; the run's step counts every optimizer's
+        update = sum(named.updates.values()) // n + 1
+        out: StepOutput | None = super().accumulated(window, update)  # type: ignore[misc]
+        if out is None:  # nonfinite="skip": no optimizer stepped
+            return None
+        for name in named.updates:
+            named.updates[name] += 1
+        out.updates = n
+        out.lrs = self.current_lrs()
+        return out
+
+    def current_lrs(self) -> dict[str, float]:
+        """Each optimizer's rate (the loop's records carry them, and no single lr)."""
+        return self.objective.named.current_lrs()
+
+    def plateau_step(self, value: float) -> None:
+        """The epoch's plateau signal for the named schedulers (the loop calls it)."""
+        self.objective.named.plateau_step(value)
+
+
+class _TrainerStep(_NamedSteps, ObjectiveStep):
+    def __init__(self, *parts: Any, objective: TrainerObjective) -> None:
+        super().__init__(*parts, objective=objective)
+        self._named_updater()
+
+
+class _DistributedTrainerStep(_NamedSteps, DistributedObjectiveStep):
+    def __init__(self, *parts: Any, objective: TrainerObjective, collective: Any) -> None:
+        super().__init__(*parts, objective=objective, collective=collective)
+        self._named_updater()

@@ -122,7 +122,7 @@ class StepRecord:
     step: int
     epoch: int
     batch: int
-    lr: float
+    lr: float | None  # None: several optimizers (the Trainer's), each rate in ``lrs``
     samples: int
     loss: float | None  # None: every target of the step was ignore_index
     error: float | None = None
@@ -162,7 +162,9 @@ class EpochEnded(Event):
 
     epoch: int
     step: int  # global step at the end of this epoch
-    lr: float  # learning rate after the plateau scheduler stepped
+    # learning rate after the plateau scheduler stepped; None: several optimizers (the
+    # Trainer's), whose rates are the step records' ``lrs``
+    lr: float | None
     train: dict[str, float | None]  # whole-epoch training summary (sample-weighted)
     val: dict[str, float | None] | None  # whole-split validation metrics, None without a val split
     signal: float | None  # the §2.11 selection value (None: no finite signal this epoch)

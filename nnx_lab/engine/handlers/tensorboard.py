@@ -124,7 +124,8 @@ class TensorBoardCallback(Callback):
             for tag, v in flat_scalars(halves, "epoch").items()
             if tag.rsplit("/", 1)[-1] not in _SKIPPED
         }
-        values["epoch/lr"] = float(event.lr)
+        if event.lr is not None:  # None: several optimizers (the Trainer's)
+            values["epoch/lr"] = float(event.lr)
         if event.signal is not None:
             values["epoch/signal"] = float(event.signal)
         self._scalars(values, event.epoch)

@@ -5,7 +5,9 @@ writes per optimizer step).
 Which fields may hold NaN or an infinity: the values a model computes (a loss, the
 metrics of a step or an epoch, ``train`` / ``val`` summaries), since a diverging run
 logs them as they were. Counters are whole numbers >= 0, times are plausible Unix times,
-the learning rate, the selection signal and an epoch's seconds are finite. Fields this
+the learning rate, the selection signal and an epoch's seconds are finite. A run with
+several optimizers (the Trainer's) writes ``lr`` as null and each optimizer's rate in a
+step line's ``lrs``: a step line with a null ``lr`` and no ``lrs`` is refused. Fields this
 version does not know are ignored, so a log written by a newer nnx_lab still replays.
 
 A field left out of a line takes the event's own default (``UNSET`` here; a step
@@ -48,7 +50,7 @@ class StepShape(msgspec.Struct):
     step: NonNegativeInt
     epoch: NonNegativeInt
     batch: NonNegativeInt
-    lr: Finite
+    lr: Finite | None  # None only beside ``lrs``: several optimizers, no one rate
     samples: NonNegativeInt
     loss: Measured
     error: Measured = None
@@ -62,6 +64,13 @@ class StepShape(msgspec.Struct):
     aux: dict[str, Measured] | None = None
     terms: dict[str, Measured] | None = None
     lrs: dict[str, Finite] | None = None
+
+    def __post_init__(self) -> None:
+        if self.lr is None and not self.lrs:
+            raise ValueError(
+                "lr is null without lrs: a step line names its one learning rate, or "
+                "each optimizer's in lrs"
+            )
 
 
 class StepLine(StepShape, tag_field="event", tag="step"):
@@ -87,7 +96,7 @@ class RunStartedLine(msgspec.Struct, tag_field="event", tag="run_started"):
 class EpochLine(msgspec.Struct, tag_field="event", tag="epoch_ended"):
     epoch: NonNegativeInt
     step: NonNegativeInt
-    lr: Finite
+    lr: Finite | None  # None: several optimizers (the step lines' lrs hold their rates)
     train: Summary
     val: Summary | None
     signal: Finite | None

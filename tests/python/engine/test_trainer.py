@@ -21,8 +21,10 @@ from nnx_lab import (
     NNModelParams,
     NNOptimParams,
     NNParamGroupSpec,
+    NNRun,
     NNSchedulerParams,
     NNTrainerParams,
+    NNTrainParams,
     Objective,
     ObjectiveResult,
     Trainer,
@@ -297,9 +299,8 @@ def test_an_objective_steps_every_optimizer_as_a_hand_written_loop_does(runs_roo
     lines = [json.loads(x) for x in (run.run_dir / "metrics.jsonl").read_text().splitlines()]
     epoch = next(x for x in lines if x["event"] == "epoch_ended")
     assert set(epoch["train"]["terms"]) == {"actor", "critic"}
-    assert "_two_terms" in json.dumps(run.config["train_step"]["config"]["step"])
-    with pytest.raises(ConfigError, match='nonfinite="fail"'):
-        Trainer(model).train(params, objective=Objective(_two_terms, nonfinite="skip"))
+    assert "_two_terms" in json.dumps(run.config["objective"]["code"])
+    assert run.config["objective"]["config"]["trainer"]["optims"]["critic"]["max_lr"] == 1e-3
     with pytest.raises(ConfigError, match="exactly one of"):
         Trainer(model).train(params, objective=Objective(_two_terms), trainer_step_fn=gan_step)
 
@@ -348,3 +349,32 @@ def test_an_objective_trains_under_bf16_as_a_hand_written_autocast_loop_does(run
     # a step function still refuses a reduced policy
     with pytest.raises(ConfigError, match="full_precision_only"):
         Trainer(model()).train(params, trainer_step_fn=gan_step)
+
+
+def test_the_log_has_no_single_lr_for_several_optimizers(runs_root):
+    """The engine's own optimizer is never stepped by a Trainer: its rate would mislead,
+    so the log's ``lr`` is null and ``lrs`` holds every optimizer's, in step lines, the
+    epoch line, the run's records and the log's strict reader."""
+    from nnx_lab.runs import LogLineError, event_from_line
+
+    sched = {"G": NNSchedulerParams(patience=0, factor=0.5, threshold=1.0)}
+    run = Trainer(gan_model()).train(
+        trainer_params(runs_root, schedulers=sched), trainer_step_fn=gan_step
+    )
+    lines = [json.loads(x) for x in (run.run_dir / "metrics.jsonl").read_text().splitlines()]
+    step_lines = [x for x in lines if x["event"] == "step"]
+    assert all(x["lr"] is None for x in step_lines)
+    assert step_lines[-1]["lrs"] == {"G": 5e-4, "D": 2e-3}  # G's halved after epoch 1
+    assert [x["lr"] for x in lines if x["event"] == "epoch_ended"] == [None, None]
+    loaded = NNRun.load(run.id, runs_root=runs_root)
+    assert {p.lr for p in loaded.idps} == {None}
+    line = dict(step_lines[0])
+    assert event_from_line(json.dumps(line).encode()).records[0].lrs == line["lrs"]
+    del line["lrs"]
+    with pytest.raises(LogLineError, match="lr is null without lrs"):
+        event_from_line(json.dumps(line).encode())
+    # one optimizer keeps its one rate
+    plain = gan_model().train(
+        NNTrainParams(train_loader=mixture(), runs_root=str(runs_root), progress=False)
+    )
+    assert {p.lr for p in plain.idps} == {1e-3}
