@@ -12,7 +12,6 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
-from ..engine.train_job import TrainJob
 from ..errors import FieldError, NNxError
 from ..runs import check_run_name
 from ._jobs import BackgroundJob, format_exception
@@ -50,6 +49,7 @@ def _named_plans(
             f"race() got {len(items)} plans; at most {MAX_LANES} are drawn at once (one "
             "colour each): race fewer"
         )
+    from ..engine.train_job import TrainJob  # torch: importing the widgets loads none
     from ..plans import PlanError, Problem
 
     problems, first_job_error = [], None
@@ -79,6 +79,8 @@ def _job_problem(problem: Any, name: str, exc: Exception) -> Any:
 def _shared_objects(problem: Any, items: list[tuple[str, Any]]) -> list[Any]:
     """Two jobs sharing a model (or a step with its generator) would not train what
     each trains alone: the second would go on from the first's weights or draws."""
+    from ..engine.train_job import TrainJob
+
     owners: dict[int, str] = {}
     found = []
     for name, entry in items:
@@ -119,6 +121,8 @@ def _run_entry(
     entry: Any, branch: str | None, lane: RaceLane, extra: list[Any], fit_kwargs: dict[str, Any]
 ) -> Any:
     """Fit a plan (its ``FitResult``) or train a job (its ``NNRun``), named ``branch``."""
+    from ..engine.train_job import TrainJob
+
     if isinstance(entry, TrainJob):
         params = entry.params
         if branch is not None:

@@ -5,6 +5,7 @@ the same weights as training it alone, Stop, a failing job, and jobs mixed with 
 from __future__ import annotations
 
 import inspect
+import json
 import threading
 import time
 
@@ -72,6 +73,12 @@ def test_a_race_of_jobs_trains_what_each_trains_alone(monitor, tmp_path):
     assert [r["run_id"] for r in monitor.runs] == [results[n].id for n in jobs]
     assert [results[n].metadata.get("name") for n in jobs] == ["mixup", "none"]
     assert monitor.results.keys() == results.keys()
+    # the Mixup run's lane holds its term (lam) beside its loss, for the view to draw
+    mixed, plain = monitor._lanes
+    lines = (results["mixup"].run_dir / "metrics.jsonl").read_text().splitlines()
+    lams = [x["terms"]["lam"] for x in map(json.loads, lines) if x["event"] == "step"]
+    assert mixed.steps.column("term.lam").tolist() == pytest.approx(lams, rel=1e-6)
+    assert not plain.steps.has("term.lam")
     for lane in monitor._lanes:  # each lane holds its own run's step losses
         losses = [idp.train_edp.loss for idp in results[lane.name].idps]
         assert lane.steps.column("loss").tolist() == pytest.approx(losses, rel=1e-6)
