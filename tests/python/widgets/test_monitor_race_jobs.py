@@ -12,9 +12,9 @@ import time
 import pytest
 import torch
 from plan_factories import toy_plan
-from torch.utils.data import DataLoader, TensorDataset
+from step_factories import mlp_model, tabular_params
 
-from nnx_lab import MonitorSpec, NNModel, NNOptimParams, NNParams, NNTrainParams, TrainJob
+from nnx_lab import MonitorSpec, NNModel, NNTrainParams, TrainJob
 from nnx_lab.errors import ConfigError
 from nnx_lab.paradigms import mixup_train_step_factory
 from nnx_lab.plans import PlanError
@@ -24,24 +24,12 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _params(root, n_epochs=2, **kw):
-    g = torch.Generator().manual_seed(0)
-    X = torch.randn(64, 6, generator=g)
-    y = (X @ torch.randn(6, 3, generator=g)).argmax(1)
     # no loader generator: the shuffling draws from the streams the run seeds (seed=3)
-    loader = DataLoader(TensorDataset(X, y), batch_size=16, shuffle=True)
-    return NNTrainParams(
-        n_epochs=n_epochs,
-        seed=3,
-        train_loader=loader,
-        optim=NNOptimParams(max_lr=1e-2),
-        runs_root=str(root),
-        log_every=1,
-        **kw,
-    )
+    return tabular_params(root, n_epochs, loader_seed=None, log_every=1, **kw)
 
 
 def _model():
-    return NNModel(net_params=NNParams(input_dim=6, output_dim=3, hidden_dims=[8]))
+    return mlp_model()
 
 
 def _jobs(root, **kw):
