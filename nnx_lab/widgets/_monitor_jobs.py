@@ -53,13 +53,19 @@ def _named_plans(
     from ..plans import PlanError, Problem
 
     problems, first_job_error = [], None
+    run_ids: dict[str, str] = {}  # a job's run id -> its name
     for name, entry in items:
         if isinstance(entry, TrainJob):
             try:
-                entry.check(callbacks)
+                run_id = entry.check(callbacks).pre.run_id
             except NNxError as exc:
                 first_job_error = first_job_error or exc
                 problems.append(_job_problem(Problem, name, exc))
+                continue
+            first = run_ids.setdefault(run_id, name)
+            if first != name:  # the second would find (or overwrite) the first's run
+                fix = f"it is {first!r}'s run too: pass one of them salt= (or change it)"
+                problems.append(Problem(f"{name}: run id", run_id, fix))
             continue
         _check_plan(entry, f"race(): {name!r}", " nor an nnx_lab.TrainJob")
         problems += [Problem(f"{name}: {p.field}", p.value, p.fix) for p in entry.validate()]

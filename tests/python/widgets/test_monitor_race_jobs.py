@@ -109,7 +109,7 @@ def test_two_jobs_sharing_a_model_or_a_step_are_refused(monitor, tmp_path):
             {
                 "a": TrainJob(model, _params(root), train_step_fn=step),
                 "b": TrainJob(model, _params(root)),
-                "c": TrainJob(_model(), _params(root), train_step_fn=step),
+                "c": TrainJob(_model(), _params(root), train_step_fn=step, salt="c"),
             }
         )
     problems = {p.field: p for p in info.value.problems}
@@ -117,6 +117,20 @@ def test_two_jobs_sharing_a_model_or_a_step_are_refused(monitor, tmp_path):
     assert "'a'" in problems["b: TrainJob"].fix
     assert problems["c: TrainJob"].value == "MixingStep"
     assert not root.exists()
+
+
+def test_two_jobs_of_one_run_id_are_refused(monitor, tmp_path):
+    root = tmp_path / "runs"
+    same = {n: TrainJob(_model(), _params(root)) for n in ("a", "b")}
+    with pytest.raises(PlanError) as info:
+        monitor.race(same)
+    (problem,) = info.value.problems
+    assert problem.field == "b: run id"
+    assert problem.value == same["a"].model.expected_run_id(same["a"].params)
+    assert "salt=" in problem.fix
+    assert not root.exists()
+    salted = {"a": same["a"], "b": TrainJob(_model(), _params(root), salt="b")}
+    assert list(monitor.race(salted).wait(timeout=120)) == ["a", "b"]
 
 
 def test_a_job_takes_train_keywords_only():
