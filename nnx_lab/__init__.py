@@ -163,6 +163,8 @@ _EXPORTS: dict[str, str] = {
     "PreflightReport": "nnx_lab.preflight",
     # issue 25 (§3.4): distillation, SimCLR, Mixup and CutMix steps
     "paradigms": "nnx_lab.paradigms",
+    # issue 25: a train() call as data, raced in a TrainingMonitor beside plans
+    "TrainJob": "nnx_lab.engine.train_job",
 }
 
 _MODULES = (

@@ -7,7 +7,7 @@ import { Chart } from "../shared/chart.js";
 import { h, legend } from "../shared/dom.js";
 import { stepTicks, valueTicks } from "../shared/ticks.js";
 import { fmtInt, fmtStep, fmtValue } from "../shared/format.js";
-import { laneColor, laneSeries, laneSpecs, raceSteps } from "./race.js";
+import { laneColor, laneSeries, laneSpecs, lanesKey, raceSteps, raceTermSpecs, raceTerms, raceTermsKey } from "./race.js";
 import { smoothLoss } from "./smoothing.js";
 import { taskView } from "./task.js";
 import { lrColumns, lrSeries, partsKey, stepParts, termColumns, termSeries } from "./terms.js";
@@ -112,8 +112,10 @@ export function makeCharts(v, lanes) {
   const race = lanes.length > 0;
   const parts = race ? { terms: [], lrs: [] } : v._parts;
   const terms = termSeries(parts, v.stackToggle.checked);
+  // a race's terms: what renderRaceSteps found for these runs (none before it looked)
+  const laneTerms = race && v._raceTermsFor === lanesKey(lanes) ? v._raceTerms : lanes.map(() => []);
   const lossSeries = race
-    ? laneSpecs(lanes)
+    ? [...laneSpecs(lanes), ...raceTermSpecs(lanes, laneTerms)]
     : [
         { label: "loss", color: "--nnx-raw", width: 1 },
         { label: "smoothed", color: "--nnx-accent", width: 2 },
@@ -246,7 +248,21 @@ function renderParts(v, store) {
 
 function renderRaceSteps(v) {
   const stores = v._raceStores();
-  const { loss, lr } = raceSteps(v._lanes, stores, smoothingFactor(v));
+  const terms = raceTerms(v._lanes, stores);
+  const stacked = v.stackToggle.checked;
+  const key = raceTermsKey(v._lanes, terms, stacked);
+  if (key !== v._raceTermsKey) {
+    // a run's first terms (or the toggle): one dashed line per term in the run's colour
+    v._raceTerms = terms;
+    v._raceTermsFor = lanesKey(v._lanes);
+    v._raceTermsKey = key;
+    makeCharts(v, v._lanes);
+  }
+  const named = terms.flatMap((t, i) => t.map((x) => `${v._lanes[i].name} · ${x.label}`));
+  v.termsControl.hidden = named.length === 0;
+  v.lossFig.dataset.terms = named.join(",");
+  v.lossFig.dataset.stacked = stacked && named.length ? "true" : "";
+  const { loss, lr } = raceSteps(v._lanes, stores, smoothingFactor(v), terms, stacked);
   v._race = { loss, lr };
   v.lossChart.setData(loss.x, loss.ys);
   v.lrChart.setData(lr.x, lr.ys);

@@ -6,6 +6,7 @@ import { alignColumns } from "../shared/plot_values.js";
 import { h } from "../shared/dom.js";
 import { fmtInt, fmtValue } from "../shared/format.js";
 import { smoothLoss } from "./smoothing.js";
+import { stepParts, termColumns } from "./terms.js";
 
 /** One colour per run (distinct in light and dark themes); the kernel allows 8 runs. */
 export const RACE_COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf"];
@@ -39,26 +40,63 @@ export function laneSpecs(lanes, extra = {}) {
   return lanes.map((l, i) => ({ label: l.name, color: laneColor(i), width: 2, ...extra }));
 }
 
+/** Dash patterns told apart at a glance: a run's k-th term takes the k-th. */
+export const TERM_DASHES = [[6, 3], [2, 3], [8, 3, 2, 3], [4, 6]];
+
 /**
- * The step chart's data: each run's smoothed loss (and lr) on one shared x of steps.
- * @param {Lane[]} lanes @param {Record<string, import("../shared/store.js").ColumnStore>} stores
- * @param {number} smoothing
+ * Each run's loss terms (`term.<name>`, `aux.<name>` columns of its step series), in the
+ * order its kernel added them: a race draws each as a dashed line in the run's colour.
+ * @param {Lane[]} lanes @param {Record<string, any>} stores
+ * @returns {{key: string, label: string}[][]}
  */
-export function raceSteps(lanes, stores, smoothing) {
+export function raceTerms(lanes, stores) {
+  return lanes.map((lane) => stepParts(stores[laneSeries(lane).steps] || null).terms);
+}
+
+/** What the race's charts are built for: rebuilt when the runs, their terms or the toggle change. */
+export function raceTermsKey(lanes, terms, stacked) {
+  const any = terms.some((t) => t.length);
+  return `${lanesKey(lanes)}#${terms.map((t) => t.map((x) => x.key).join(",")).join("|")}#${any && stacked ? "stacked" : ""}`;
+}
+
+/** The loss chart's term lines (after one line per run): "<run> · <term>", dashed, in the run's colour. */
+export function raceTermSpecs(lanes, terms) {
+  return lanes.flatMap((lane, i) =>
+    (terms[i] || []).map((t, k) => ({
+      label: `${lane.name} · ${t.label}`,
+      color: laneColor(i),
+      width: 1.25,
+      dash: TERM_DASHES[k % TERM_DASHES.length],
+    })),
+  );
+}
+
+/**
+ * The step chart's data: each run's smoothed loss (and lr) on one shared x of steps;
+ * with `terms` (raceTerms), each run's terms after every run's loss (as they are, or
+ * stacked as running sums per run), so `loss.ys[i]` stays run i's loss.
+ * @param {Lane[]} lanes @param {Record<string, import("../shared/store.js").ColumnStore>} stores
+ * @param {number} smoothing @param {{key: string}[][] | null} terms @param {boolean} stacked
+ */
+export function raceSteps(lanes, stores, smoothing, terms = null, stacked = false) {
   const loss = [];
   const lr = [];
-  for (const lane of lanes) {
+  const termParts = [];
+  lanes.forEach((lane, i) => {
     const s = stores[laneSeries(lane).steps];
+    const mine = (terms && terms[i]) || [];
     if (!s || !s.length) {
       loss.push({ x: [], ys: [[]] });
       lr.push({ x: [], ys: [[]] });
-      continue;
+      if (mine.length) termParts.push({ x: [], ys: mine.map(() => []) });
+      return;
     }
     const x = s.column("step");
     loss.push({ x, ys: [smoothLoss(s.column("loss"), s.column("n"), smoothing)] });
     lr.push({ x, ys: [s.column("lr")] });
-  }
-  return { loss: alignColumns(loss), lr: alignColumns(lr) };
+    if (mine.length) termParts.push({ x, ys: termColumns(s, { terms: mine }, stacked) });
+  });
+  return { loss: alignColumns([...loss, ...termParts]), lr: alignColumns(lr) };
 }
 
 /** Metric names of every run's epoch series: validation ones first. */

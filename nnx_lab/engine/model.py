@@ -21,13 +21,11 @@ from typing import Any
 import torch
 
 from ..errors import ConfigError
-from ..runs import check_manifest, emit, resolve_runs_root
+from ..runs import emit, resolve_runs_root
 from .adapters import BatchAdapter, adapt_inputs
 from .checkpoint import NNCheckpoint
 from .compile_options import check_compile
-from .components import check_components
 from .data import check_inputs, first_targets, tensor_digest
-from .drift import print_model_banner
 from .edp import EDP
 from .enums import Devices
 from .events import TrainingControl
@@ -61,8 +59,6 @@ from .resume import plan_resume
 from .run_assembly import (
     Preflight,
     assemble_loop,
-    check_existing,
-    own_state,
     reserve_run,
     run_config,
 )
@@ -71,11 +67,9 @@ from .step_batches import check_batches, own_batches, owned_task, owns_batches, 
 from .tasks import Task, task_for
 from .train_checks import (
     check_metric_params,
-    check_objective,
-    check_step_fn,
     check_step_precision,
-    check_train_args,
 )
+from .train_gate import check_train
 
 __all__ = ["NNModel"]
 
@@ -240,30 +234,20 @@ class NNModel:
         The run trains, and records, what this model was built with: if ``net_params``
         or ``params`` were reassigned since, a drift banner says so first.
         """
-        params = own_batches(
-            adapt_train_params(params, self.batch_adapter), objective, train_step_fn
-        )
-        callbacks, components = check_train_args(
-            params, callbacks, components, distributed, eval_step_fn
-        )
-        check_objective(objective, distributed, params, eval_step_fn)
-        check_step_fn(train_step_fn, objective, distributed, self.trained_params().compile)
-        print_model_banner(self)
-        pre = self.preflight(
+        gate = check_train(
+            self,
             params,
-            distributed,
-            eval_step_fn,
+            callbacks,
+            components,
+            distributed=distributed,
+            provenance=provenance,
+            eval_step_fn=eval_step_fn,
             salt=salt,
             objective=objective,
             train_step_fn=train_step_fn,
         )
-        if pre.resume is not None and pre.resume.state is not None:
-            # every component problem at once, before the run directory exists
-            own = own_state(objective, train_step_fn)
-            check_components([*callbacks, *components, *own], pre.resume.state.callbacks)
-        if provenance is not None:
-            check_manifest(provenance, pre.config)
-        existing = check_existing(pre, params, distributed)
+        params, callbacks, components = gate.params, gate.callbacks, gate.components
+        pre, existing = gate.pre, gate.existing
 
         # -- side effects start here --------------------------------------------------------
         run, recorder = reserve_run(

@@ -1,5 +1,5 @@
-"""The monitor's jobs: a model, a plan or a race of plans trained in a background
-thread (``fit``, ``fit_plan``, ``race``), and waiting for them.
+"""The monitor's jobs: a model, a plan or a race of plans and ``TrainJob``s trained in
+a background thread (``fit``, ``fit_plan``, ``race``), and waiting for them.
 
 A mixin of ``TrainingMonitor`` (``_monitor``): the training itself is the engine's
 (``NNModel.train``, ``ExperimentPlan.fit``); the monitor is one of its sinks and keeps
@@ -12,6 +12,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
+from ..errors import FieldError, NNxError
 from ..runs import check_run_name
 from ._jobs import BackgroundJob, format_exception
 from ._race import MAX_LANES, RaceLane
@@ -23,15 +24,20 @@ log = logging.getLogger("nnx_lab.widgets")
 _M = TypeVar("_M", bound="MonitorJobs")
 
 
-def _check_plan(plan: Any, where: str) -> None:
+def _check_plan(plan: Any, where: str, job: str = "") -> None:
     from ..plans import ExperimentPlan  # no torch
 
     if not isinstance(plan, ExperimentPlan):
-        raise TypeError(f"{where}: {plan!r} is not an ExperimentPlan; pass one")
+        raise TypeError(f"{where}: {plan!r} is not an ExperimentPlan{job}; pass one")
 
 
-def _named_plans(plans: Mapping[str, Any] | Iterable[Any]) -> list[tuple[str, Any]]:
-    """``(name, plan)`` pairs, every plan checked before anything starts."""
+def _named_plans(
+    plans: Mapping[str, Any] | Iterable[Any], callbacks: Iterable[Any] = ()
+) -> list[tuple[str, Any]]:
+    """``(name, plan or TrainJob)`` pairs, every entry checked before anything starts:
+    a plan by ``validate()``, a job by the engine's own pre-run checks (the ones
+    ``train`` makes before its run directory exists). Every problem of every entry is
+    listed in one ``PlanError``."""
     if isinstance(plans, Mapping):
         items = [(str(name), plan) for name, plan in plans.items()]
     else:
@@ -43,22 +49,71 @@ def _named_plans(plans: Mapping[str, Any] | Iterable[Any]) -> list[tuple[str, An
             f"race() got {len(items)} plans; at most {MAX_LANES} are drawn at once (one "
             "colour each): race fewer"
         )
+    from ..engine.train_job import TrainJob  # torch: importing the widgets loads none
     from ..plans import PlanError, Problem
 
-    problems = []
-    for name, plan in items:
-        _check_plan(plan, f"race(): {name!r}")
-        problems += [Problem(f"{name}: {p.field}", p.value, p.fix) for p in plan.validate()]
+    problems, first_job_error = [], None
+    run_ids: dict[str, str] = {}  # a job's run id -> its name
+    for name, entry in items:
+        if isinstance(entry, TrainJob):
+            try:
+                run_id = entry.check(callbacks).pre.run_id
+            except NNxError as exc:
+                first_job_error = first_job_error or exc
+                problems.append(_job_problem(Problem, name, exc))
+                continue
+            first = run_ids.setdefault(run_id, name)
+            if first != name:  # the second would find (or overwrite) the first's run
+                fix = f"it is {first!r}'s run too: pass one of them salt= (or change it)"
+                problems.append(Problem(f"{name}: run id", run_id, fix))
+            continue
+        _check_plan(entry, f"race(): {name!r}", " nor an nnx_lab.TrainJob")
+        problems += [Problem(f"{name}: {p.field}", p.value, p.fix) for p in entry.validate()]
+    problems += _shared_objects(Problem, items)
     if problems:
-        raise PlanError(problems)
+        raise PlanError(problems) from first_job_error
     return items
+
+
+def _job_problem(problem: Any, name: str, exc: Exception) -> Any:
+    """A job's refusal as a race problem: the field it names, else its whole message."""
+    if isinstance(exc, FieldError):
+        return problem(f"{name}: {exc.field}", exc.value, exc.fix)
+    return problem(name, type(exc).__name__, str(exc))
+
+
+def _shared_objects(problem: Any, items: list[tuple[str, Any]]) -> list[Any]:
+    """Two jobs sharing a model (or a step with its generator) would not train what
+    each trains alone: the second would go on from the first's weights or draws."""
+    from ..engine.train_job import TrainJob
+
+    owners: dict[int, str] = {}
+    found = []
+    for name, entry in items:
+        for obj in entry.owned if isinstance(entry, TrainJob) else ():
+            first = owners.setdefault(id(obj), name)
+            if first != name:
+                found.append(
+                    problem(
+                        f"{name}: TrainJob",
+                        type(obj).__name__,
+                        f"it is {first!r}'s too, so this run would go on from that run's "
+                        "state: build one model and one step per job (call the factory "
+                        "once per job)",
+                    )
+                )
+    return found
 
 
 def _run_name(plan: Any, branch: str) -> str | None:
     """The name a race gives a plan's run: the branch's ("high lr"), after the plan's
     own name when it has another ("baseline · high lr"); a name too long to keep is
     the branch's alone."""
-    own = plan.value("train.name")
+    return _name_after(plan.value("train.name"), branch)
+
+
+def _name_after(own: str | None, branch: str) -> str | None:
+    """``_run_name`` for any run's own name (a job's ``NNTrainParams.name``)."""
     candidates = [branch] if own in (None, branch) else [f"{own} · {branch}", branch]
     for text in candidates:
         try:
@@ -66,6 +121,30 @@ def _run_name(plan: Any, branch: str) -> str | None:
         except ValueError:
             continue
     return own
+
+
+def _run_entry(
+    entry: Any, branch: str | None, lane: RaceLane, extra: list[Any], fit_kwargs: dict[str, Any]
+) -> Any:
+    """Fit a plan (its ``FitResult``) or train a job (its ``NNRun``), named ``branch``."""
+    from ..engine.train_job import TrainJob
+
+    if isinstance(entry, TrainJob):
+        params = entry.params
+        if branch is not None:
+            params = params.replace(name=_name_after(params.name, branch))
+        job = TrainJob(
+            entry.model,
+            params,
+            callbacks=entry.callbacks,
+            components=entry.components,
+            **entry.keywords,
+        )
+        return job.run([lane, *extra])
+    kwargs = fit_kwargs
+    if branch is not None and "name" not in fit_kwargs:
+        kwargs = {**fit_kwargs, "name": _run_name(entry, branch)}
+    return entry.fit(callbacks=[lane, *extra], **kwargs)
 
 
 class MonitorJobs:
@@ -210,24 +289,31 @@ class MonitorJobs:
         callbacks: Iterable[Any] = (),
         **fit_kwargs: Any,
     ) -> _M:
-        """Fit several ``ExperimentPlan``s one after another, drawn on top of each other.
+        """Fit several ``ExperimentPlan``s (or train ``TrainJob``s) one after another,
+        drawn on top of each other.
 
-        ``plans`` maps names to plans (or is a list of plans, named "run 1", ...). Each
-        run gets a colour and a legend entry: its loss per step and its per-epoch
-        metric, and its own status (queued, running, finished, stopped, failed,
-        skipped). The header and Stop follow the run that trains; Stop ends it and
-        skips the runs still queued. Every plan is validated before the first fit: a
-        refused plan starts nothing. A run that fails is shown under the widget and
-        the race goes on. ``wait()`` returns ``{name: FitResult}`` of the runs that
-        ended (``results`` holds them too). The runs are fitted one after another,
-        never in parallel threads: ``fit()`` seeds the process-wide random streams, so
-        parallel fits would change each other's randomness (and on a 2-core machine
-        they were not faster: see ``benchmarks/race.py``).
+        ``plans`` maps names to plans or jobs (or is a list of them, named "run 1",
+        ...). A ``nnx_lab.TrainJob(model, params, train_step_fn=..., ...)`` is a
+        ``model.train`` call written down, for what a plan cannot hold (a custom step
+        such as Mixup's). Each run gets a colour and a legend entry: its loss per step
+        and its per-epoch metric, and its own status (queued, running, finished,
+        stopped, failed, skipped). The header and Stop follow the run that trains; Stop
+        ends it and skips the runs still queued. Every entry is checked before the
+        first starts (a plan by ``validate()``, a job by the checks ``train`` makes
+        before its run directory exists; two jobs sharing a model or a step are
+        refused): a refusal is one ``PlanError`` listing every problem, and starts
+        nothing. A run that fails is shown under the widget and the race goes on.
+        ``wait()`` returns ``{name: FitResult}`` for plans and ``{name: NNRun}`` for
+        jobs, of the runs that ended (``results`` holds them too); ``fit_kwargs`` go to
+        the plans' ``fit`` only. The runs are fitted one after another, never in
+        parallel threads: a run seeds the process-wide random streams, so parallel
+        runs would change each other's randomness (and on a 2-core machine they were
+        not faster: see ``benchmarks/race.py``).
         """
-        items = _named_plans(plans)
+        extra = list(callbacks)
+        items = _named_plans(plans, extra)
         named = isinstance(plans, Mapping)  # names the user gave ("high lr"), not "run 1"
         fit_kwargs.setdefault("report", False)
-        extra = list(callbacks)
 
         def target() -> dict[str, Any]:
             with self._lock:
@@ -239,10 +325,7 @@ class MonitorJobs:
                     lane.skip(f"not started: {halt}")
                     continue
                 try:
-                    kwargs = fit_kwargs
-                    if named and "name" not in fit_kwargs:
-                        kwargs = {**fit_kwargs, "name": _run_name(plan, name)}
-                    result = plan.fit(callbacks=[lane, *extra], **kwargs)
+                    result = _run_entry(plan, name if named else None, lane, extra, fit_kwargs)
                 except Exception as exc:  # shown under the widget; the race goes on
                     log.info("race run %r failed: %s", name, exc)
                     with self._lock:

@@ -175,3 +175,67 @@ describe("TrainingMonitor view with several runs", () => {
     expect(kids.indexOf(view.lossChart.plot.root)).toBeLessThan(kids.indexOf(view.lossReadout));
   });
 });
+
+describe("a race draws each run's loss terms", () => {
+  /** Step columns with an objective's terms (and their :min / :max once merged). */
+  function withTerms(from, to, terms) {
+    const cols = stepColumns(from, to, (s) => 1 + 1 / s);
+    const steps = cols.step[1];
+    for (const [name, f] of Object.entries(terms)) {
+      const v = steps.map(f);
+      for (const suffix of ["", ":min", ":max"]) cols[`term.${name}${suffix}`] = ["float32", v];
+    }
+    return cols;
+  }
+
+  async function shownWithTerms(model) {
+    view = new MonitorView(model, el);
+    const hello = model.lastHello();
+    const ops = [
+      op("lane0.steps", 0, stepColumns(1, 10)),
+      op("lane0.epochs", 0, epochColumns(1, 1)),
+      op("lane1.steps", 0, withTerms(1, 10, { recon: () => 1, kl: (s) => 1 / s })),
+      op("lane1.epochs", 0, epochColumns(1, 1)),
+    ];
+    const s = snapshot(hello.view, hello.req, 1, ops);
+    model.custom(s.content, s.buffers);
+    await settle();
+    return view;
+  }
+
+  it("adds a dashed line per term in its run's colour, after every run's loss", async () => {
+    const model = fakeModel({ status: "finished", smoothing: 0, runs: [lane(0, "plain"), lane(1, "vae")] });
+    await shownWithTerms(model);
+    const u = view.lossChart.plot;
+    expect(u.series.slice(1).map((s) => s.label)).toEqual(["plain", "vae", "vae · recon", "vae · kl"]);
+    expect(u.series.slice(1).map((s) => s.stroke())).toEqual([RACE_COLORS[0], RACE_COLORS[1], RACE_COLORS[1], RACE_COLORS[1]]);
+    expect(u.series[1].dash).toBeUndefined(); // a run's loss is solid
+    expect(u.series[3].dash).toEqual([6, 3]);
+    expect(u.series[4].dash).toEqual([2, 3]); // another term, another dash
+    expect(u.data[3][4]).toBeCloseTo(1, 5);
+    expect(u.data[4][4]).toBeCloseTo(1 / 5, 5);
+    expect(q("loss-chart").dataset.terms).toBe("vae · recon,vae · kl");
+    // the readout still reads each run's loss at its index
+    view._lossReadout(0);
+    expect(view.lossReadout.textContent).toBe("step 1 · plain 1 · vae 2");
+    // the toggle, as for one run: shown, and it stacks a run's terms as running sums
+    expect(view.termsControl.hidden).toBe(false);
+    q("stack-toggle").checked = true;
+    q("stack-toggle").dispatchEvent(new Event("change"));
+    const stacked = view.lossChart.plot;
+    expect(q("loss-chart").dataset.stacked).toBe("true");
+    expect(stacked.data[3][4]).toBeCloseTo(1, 5);
+    expect(stacked.data[4][4]).toBeCloseTo(1 + 1 / 5, 5);
+  });
+
+  it("draws no term line and hides the toggle when no run has terms", async () => {
+    const model = fakeModel({ status: "finished", smoothing: 0, runs: [lane(0, "a"), lane(1, "b")] });
+    await raceShown(model, [
+      [1, 5, (s) => 1 / s],
+      [1, 5, (s) => 2 / s],
+    ]);
+    expect(view.lossChart.plot.series.slice(1).map((s) => s.label)).toEqual(["a", "b"]);
+    expect(view.termsControl.hidden).toBe(true);
+    expect(q("loss-chart").dataset.terms).toBe("");
+  });
+});

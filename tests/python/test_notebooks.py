@@ -404,6 +404,22 @@ def _check_distillation_notebook(text: str, workdir: Path) -> None:
         )
     )
     assert set(eces) == {"no mixup", "mixup"}, text
+    # Mixup against no Mixup raced as two TrainJobs: both finished, the Mixup run's
+    # steps from its own step (their lam), the other's from the default step
+    raced = re.search(
+        r"^\{'no mixup': '(\w+)', 'mixup': '(\w+)'\} \['finished', 'finished'\]$", text, re.M
+    )
+    assert raced, text
+    plain, mixed = (
+        [
+            x
+            for x in map(json.loads, (workdir / "runs" / r / "metrics.jsonl").open())
+            if x["event"] == "step"
+        ]
+        for r in raced.groups()
+    )
+    assert all("lam" in (x.get("terms") or {}) for x in mixed), mixed[:2]
+    assert not any("lam" in (x.get("terms") or {}) for x in plain), plain[:2]
 
 
 def _check_share_notebook(text: str, workdir: Path) -> None:

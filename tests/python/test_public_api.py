@@ -170,6 +170,8 @@ EXPECTED = {
     "ranking",
     # issue 25: training paradigms (§3.4)
     "paradigms",
+    # issue 25: a train() call as data, raced beside plans
+    "TrainJob",
 }
 
 

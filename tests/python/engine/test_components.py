@@ -4,21 +4,15 @@ resume, and are checked first with every problem in one ``ComponentRestoreError`
 
 from __future__ import annotations
 
-import json
-
 import pytest
 import torch
 import torch.nn.functional as F
-from torch.utils.data import DataLoader, TensorDataset
+from step_factories import mlp_model, step_lines, tabular_params
 
 from nnx_lab import (
     ComponentRestoreError,
     ComponentSpec,
     LossTerm,
-    NNModel,
-    NNOptimParams,
-    NNParams,
-    NNTrainParams,
     Objective,
     ObjectiveResult,
 )
@@ -85,49 +79,27 @@ class Noisy(Objective):
         self.gen.set_state(state["generator"])
 
 
-def _params(root, n_epochs, **kw):
-    g = torch.Generator().manual_seed(0)
-    X = torch.randn(64, 6, generator=g)
-    y = (X @ torch.randn(6, 3, generator=g)).argmax(1)
-    loader = DataLoader(
-        TensorDataset(X, y), batch_size=16, shuffle=True, generator=torch.Generator().manual_seed(1)
-    )
-    return NNTrainParams(
-        n_epochs=n_epochs,
-        seed=3,
-        train_loader=loader,
-        optim=NNOptimParams(max_lr=1e-2),
-        runs_root=str(root),
-        **kw,
-    )
-
-
-def _model():
-    return NNModel(net_params=NNParams(input_dim=6, output_dim=3, hidden_dims=[8]))
-
-
-def _steps(run):
-    lines = [json.loads(x) for x in (run.run_dir / "metrics.jsonl").read_text().splitlines()]
-    return [(x["step"], x["loss"], x["terms"]) for x in lines if x["event"] == "step"]
-
-
 def test_a_split_run_equals_the_uninterrupted_one_bit_for_bit(tmp_path):
     ema_full = WeightEMA()
-    full_model = _model()
-    full = full_model.train(_params(tmp_path, 4), components=[ema_full], objective=Noisy(ema_full))
+    full_model = mlp_model()
+    full = full_model.train(
+        tabular_params(tmp_path, 4), components=[ema_full], objective=Noisy(ema_full)
+    )
 
     ema_a = WeightEMA()
-    first = _model().train(_params(tmp_path, 2), components=[ema_a], objective=Noisy(ema_a))
+    first = mlp_model().train(
+        tabular_params(tmp_path, 2), components=[ema_a], objective=Noisy(ema_a)
+    )
     ema_b = WeightEMA()
     objective_b = Noisy(ema_b)
-    resumed_model = _model()
+    resumed_model = mlp_model()
     resumed = resumed_model.train(
-        _params(tmp_path, 2, resume_from_run_id=first.id),
+        tabular_params(tmp_path, 2, resume_from_run_id=first.id),
         components=[ema_b],
         objective=objective_b,
     )
     assert set(resumed.resume_status["restored"]) >= {"ema", "noise"}
-    assert _steps(resumed) == _steps(full)  # the parent's steps, then its own
+    assert step_lines(resumed) == step_lines(full)  # the parent's steps, then its own
     for name, weight in full_model.net.state_dict().items():
         assert torch.equal(weight, resumed_model.net.state_dict()[name]), name
     assert ema_b.updates == ema_full.updates == 16
@@ -141,12 +113,12 @@ def test_a_split_run_equals_the_uninterrupted_one_bit_for_bit(tmp_path):
 
 def test_every_component_problem_is_listed_at_once_before_any_run(tmp_path):
     ema = WeightEMA()
-    first = _model().train(_params(tmp_path, 1), components=[ema], objective=Noisy(ema))
+    first = mlp_model().train(tabular_params(tmp_path, 1), components=[ema], objective=Noisy(ema))
     before = sorted(p.name for p in tmp_path.iterdir())
     other = WeightEMA(name="other")
     with pytest.raises(ComponentRestoreError) as caught:
-        _model().train(
-            _params(tmp_path, 1, resume_from_run_id=first.id),
+        mlp_model().train(
+            tabular_params(tmp_path, 1, resume_from_run_id=first.id),
             components=[other],
             objective=Noisy(other),
         )
@@ -158,8 +130,8 @@ def test_every_component_problem_is_listed_at_once_before_any_run(tmp_path):
     # an optional component starts fresh instead
     fresh = WeightEMA(name="other", required=False)
     with pytest.raises(ComponentRestoreError) as caught:
-        _model().train(
-            _params(tmp_path, 1, resume_from_run_id=first.id),
+        mlp_model().train(
+            tabular_params(tmp_path, 1, resume_from_run_id=first.id),
             components=[fresh],
             objective=Noisy(fresh),
         )
@@ -168,7 +140,7 @@ def test_every_component_problem_is_listed_at_once_before_any_run(tmp_path):
 
 def test_two_components_of_one_name_are_refused(tmp_path):
     with pytest.raises(ConfigError, match="share the name"):
-        _model().train(_params(tmp_path, 1), components=[WeightEMA(), WeightEMA()])
+        mlp_model().train(tabular_params(tmp_path, 1), components=[WeightEMA(), WeightEMA()])
 
 
 def test_a_mid_epoch_stop_resumes_the_epochs_term_sums(tmp_path):
@@ -184,20 +156,23 @@ def test_a_mid_epoch_stop_resumes_the_epochs_term_sums(tmp_path):
                 self.control.request_stop("test stop")
 
     ema_full = WeightEMA()
-    full = _model().train(
-        _params(tmp_path / "full", 2), components=[ema_full], objective=Noisy(ema_full)
+    full = mlp_model().train(
+        tabular_params(tmp_path / "full", 2), components=[ema_full], objective=Noisy(ema_full)
     )
     ema_a = WeightEMA()
-    first = _model().train(
-        _params(tmp_path, 2), callbacks=[StopAt()], components=[ema_a], objective=Noisy(ema_a)
+    first = mlp_model().train(
+        tabular_params(tmp_path, 2),
+        callbacks=[StopAt()],
+        components=[ema_a],
+        objective=Noisy(ema_a),
     )
     assert first.status.value == "stopped"
     ema_b = WeightEMA()
-    resumed = _model().train(
-        _params(tmp_path, 1, resume_from_run_id=first.id),
+    resumed = mlp_model().train(
+        tabular_params(tmp_path, 1, resume_from_run_id=first.id),
         components=[ema_b],
         objective=Noisy(ema_b),
     )
     assert resumed.resume_status["epoch_complete"] is False
     assert resumed.epochs[-1]["train"]["terms"] == full.epochs[-1]["train"]["terms"]
-    assert _steps(resumed) == _steps(full)
+    assert step_lines(resumed) == step_lines(full)

@@ -9,6 +9,7 @@ import json
 
 import pytest
 import torch
+from step_factories import mlp_model, step_lines, tabular_params
 from torch.utils.data import DataLoader, TensorDataset
 
 from nnx_lab import (
@@ -33,20 +34,7 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _tabular(root, n_epochs, **kw):
-    g = torch.Generator().manual_seed(0)
-    X = torch.randn(96, 6, generator=g)
-    y = (X @ torch.randn(6, 3, generator=g)).argmax(1)
-    loader = DataLoader(
-        TensorDataset(X, y), batch_size=16, shuffle=True, generator=torch.Generator().manual_seed(1)
-    )
-    return NNTrainParams(
-        n_epochs=n_epochs,
-        seed=3,
-        train_loader=loader,
-        optim=NNOptimParams(max_lr=1e-2),
-        runs_root=str(root),
-        **kw,
-    )
+    return tabular_params(root, n_epochs, n=96, **kw)
 
 
 def _images(root, n_epochs, **kw):
@@ -66,22 +54,13 @@ def _images(root, n_epochs, **kw):
     )
 
 
-def _mlp_model():
-    return NNModel(net_params=NNParams(input_dim=6, output_dim=3, hidden_dims=[8]))
-
-
 def _conv_model():
     conv = NNConvParams(output_dim=3, in_channels=1, image_size=8, conv_channels=(4,))
     return NNModel(conv, NNModelParams(net=Nets.CONV, loss=Losses.CROSS_ENTROPY))
 
 
-def _steps(run):
-    lines = [json.loads(x) for x in (run.run_dir / "metrics.jsonl").read_text().splitlines()]
-    return [(x["step"], x["loss"], x.get("terms")) for x in lines if x["event"] == "step"]
-
-
 CASES = {
-    "mixup": (mixup_train_step_factory, _mlp_model, _tabular),
+    "mixup": (mixup_train_step_factory, mlp_model, _tabular),
     "cutmix": (cutmix_train_step_factory, _conv_model, _images),
 }
 
@@ -99,9 +78,9 @@ def test_a_split_run_equals_the_uninterrupted_one_bit_for_bit(tmp_path, name):
         train_step_fn=factory(alpha=0.4, seed=7),
     )
     assert name in resumed.resume_status["restored"]
-    steps = _steps(full)
+    steps = step_lines(full)
     assert len(steps) == 4 * len(make_params(tmp_path, 1).train_loader)
-    assert _steps(resumed) == steps  # the parent's steps, then its own: the same draws
+    assert step_lines(resumed) == steps  # the parent's steps, then its own: the same draws
     assert len({s[2]["lam"] for s in steps}) > 3  # fresh draws (CutMix's lam: whole pixels)
     for key, weight in full_model.net.state_dict().items():
         assert torch.equal(weight, resumed_model.net.state_dict()[key]), key
@@ -118,7 +97,7 @@ def test_a_resume_without_the_generator_state_would_draw_otherwise(tmp_path, nam
     full = make_model().train(make_params(tmp_path, 4), train_step_fn=factory(alpha=0.4, seed=7))
     other = make_model().train(make_params(tmp_path, 4), train_step_fn=factory(alpha=0.4, seed=8))
     assert other.id != full.id  # the seed enters the run id
-    assert _steps(other)[0][2] != _steps(full)[0][2]
+    assert step_lines(other)[0][2] != step_lines(full)[0][2]
 
 
 def _teacher(tmp_path):
@@ -131,7 +110,7 @@ def _teacher(tmp_path):
 def test_distillation_logs_soft_and_hard_and_leaves_the_teacher_alone(tmp_path, form):
     teacher = _teacher(tmp_path)
     before = copy.deepcopy(teacher.net.state_dict())
-    student = _mlp_model()
+    student = mlp_model()
     if form == "step":
         hook = {"train_step_fn": kd_train_step_factory(teacher, alpha=0.6, temperature=3.0)}
     else:
@@ -158,7 +137,7 @@ def test_the_kd_settings_and_the_teacher_enter_the_run_id(tmp_path):
         next(other.net.parameters()).add_(1e-3)  # another teacher's weights
     params = _tabular(tmp_path, 1)
     ids = {
-        _mlp_model().preflight(params, **{hook: factory(t, alpha=a)}).run_id
+        mlp_model().preflight(params, **{hook: factory(t, alpha=a)}).run_id
         for hook, factory in (
             ("train_step_fn", kd_train_step_factory),
             ("objective", kd_objective),
@@ -189,7 +168,7 @@ def test_simclr_trains_on_paired_views(tmp_path, with_labels):
         ),
         train_step_fn=step,
     )
-    losses = [s[1] for s in _steps(run)]
+    losses = [s[1] for s in step_lines(run)]
     assert len(losses) == 24
     assert sum(losses[-4:]) < sum(losses[:4])  # the views of an item move together
     # the step's loss is NT-Xent of the trained network on a batch
