@@ -163,6 +163,7 @@ _EXPORTS: dict[str, str] = {
     "PreflightReport": "nnx_lab.preflight",
     # issue 25 (§3.4): distillation, SimCLR, Mixup and CutMix steps
     "paradigms": "nnx_lab.paradigms",
+    "WandbCallback": "nnx_lab.engine.handlers.wandb_logger",  # issue 27: §2.8, W&B
 }
 
 _MODULES = (

@@ -170,6 +170,8 @@ EXPECTED = {
     "ranking",
     # issue 25: training paradigms (§3.4)
     "paradigms",
+    # issue 27: the W&B logger (§2.8)
+    "WandbCallback",
 }
 
 
