@@ -169,7 +169,8 @@ def test_a_checkpoint_the_engine_refuses_is_a_409_with_its_reason(api, jp_root_d
     tensors.write_bytes(tensors.read_bytes()[:-8] + b"\0" * 8)  # same size, other bytes
     code, _, reply = _post(api, f"runs/{_key(api)}/{run.id}/bundle")
     assert code == 409, reply[:500]
-    assert "corrupted" in reply.decode() and "no bundle" in reply.decode()
+    assert "corrupted" in reply.decode()
+    assert "no bundle" in reply.decode()
     assert _exports_left(private_tmp) == []
 
 
@@ -238,9 +239,12 @@ def test_one_export_per_run_and_a_timeout_stops_it_and_cleans_up(
         return await asyncio.gather(one(0), one(0.5))
 
     (first, second) = api._loop.run_until_complete(both())
-    assert second[0] == 409 and "being exported already" in second[1]
-    assert first[0] == 504 and "NNxLab.export_timeout_s=2" in first[1]
-    assert len(pids) == 1 and _gone(pids[0])
+    assert second[0] == 409
+    assert "being exported already" in second[1]
+    assert first[0] == 504
+    assert "NNxLab.export_timeout_s=2" in first[1]
+    assert len(pids) == 1
+    assert _gone(pids[0])
     assert _exports_left(private_tmp) == []
     # the slot is free again
     assert _post(api, url)[0] == 504
