@@ -137,10 +137,15 @@ class WandbCallback(Callback):
         self._final = {t: v for t, v in values.items() if math.isfinite(v)}
 
     def on_run_finished(self, event: RunFinished) -> None:
+        self.end(event.status)
+
+    def end(self, status: str) -> None:
+        """Write the summary (the final epoch's metrics and ``status``) and finish the W&B
+        run; ``nnx_lab.export.to_wandb`` ends a cut-off log's run as "incomplete"."""
         if self.run is None:
             return
-        self.run.summary.update({**self._final, "status": event.status})
-        self._finish(0 if event.status in ("finished", "stopped") else 1)
+        self.run.summary.update({**self._final, "status": status})
+        self._finish(0 if status in ("finished", "stopped") else 1)
 
     def _finish(self, exit_code: int) -> None:
         run, self.run = self.run, None

@@ -142,3 +142,27 @@ def test_writer_only_logs_on_rank_zero_and_nothing_elsewhere(runs_root, tmp_path
         callbacks=[writer_only(WandbCallback(project="p", dir=tmp_path / "rank1"))],
     )
     assert offline_runs(tmp_path / "rank1") == []
+
+
+def test_a_finished_runs_log_converts_to_the_same_w_and_b_run(runs_root, tmp_path):
+    from nnx_lab.export import to_wandb
+
+    (tmp_path / "live").mkdir()
+    (tmp_path / "converted").mkdir()
+    params = f.train_params(runs_root, n_epochs=2, log_every=1)
+    run = f.model().train(params, callbacks=[WandbCallback(project="p", dir=tmp_path / "live")])
+    folder = to_wandb(run.id, "p", dir=tmp_path / "converted", runs_root=runs_root)
+    assert folder == offline_runs(tmp_path / "converted")[0]
+    live, converted = read_run(offline_runs(tmp_path / "live")[0]), read_run(folder)
+    assert converted.name == run.id
+    assert converted.summary["status"] == "finished"
+    keys = {k for row in live.history for k in row if not k.startswith("_")}
+    assert "step/loss" in keys
+    assert "epoch/val/loss" in keys
+    for key in keys:
+        assert _series(converted, key) == _series(live, key), key
+    assert {k: v for k, v in converted.config.items() if k != "_wandb"} == {
+        k: v for k, v in live.config.items() if k != "_wandb"
+    }
+    with pytest.raises(ConfigError, match="no log"):
+        to_wandb("0" * 32, "p", dir=tmp_path, runs_root=runs_root)
