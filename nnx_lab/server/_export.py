@@ -265,6 +265,7 @@ class RunBundleHandler(_RunsHandler):
                 return
             await self._send(job)
         except ApiError as exc:
+            job.close()  # before the answer: a client that has it finds nothing left
             if not job.gone and not self._finished:
                 self._refuse(exc)
         finally:
@@ -292,6 +293,7 @@ class RunBundleHandler(_RunsHandler):
                 except StreamClosedError:
                     job.gone = True
                     return
+        job.close()  # every byte is sent: the folder goes before the answer ends
         self.finish()
 
     def on_connection_close(self) -> None:

@@ -320,3 +320,35 @@ def test_the_export_route_imports_no_torch(tmp_path):
         env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     assert out.stdout.strip() == "[]", out.stderr
+
+
+def test_past_max_exports_another_run_is_refused_with_429(
+    api, jp_root_dir, jp_serverapp, private_tmp, monkeypatch
+):
+    runs = jp_root_dir / "runs"
+    a = _train(runs, n_epochs=1)
+    b = _train(runs, n_epochs=1, seed=5)
+    key = _key(api)
+    _slow_exports(monkeypatch)
+    config = jp_serverapp.web_app.settings["nnx_lab_runs"].config
+    config.export_timeout_s, config.max_exports = 2.0, 1
+
+    async def both():
+        from jupyter_server.utils import url_path_join
+
+        async def one(run_id, delay):
+            await asyncio.sleep(delay)
+            url = url_path_join(api._base, "nnx-lab/api", f"runs/{key}/{run_id}/bundle")
+            try:
+                r = await api._client.fetch(url, method="POST", body="", headers=api._auth)
+            except HTTPClientError as exc:
+                r = exc.response
+            return r.code, r.body.decode()
+
+        return await asyncio.gather(one(a.id, 0), one(b.id, 0.5))
+
+    first, second = api._loop.run_until_complete(both())
+    assert first[0] == 504
+    assert second[0] == 429
+    assert "NNxLab.max_exports=1" in second[1]
+    assert _exports_left(private_tmp) == []
