@@ -165,6 +165,7 @@ _EXPORTS: dict[str, str] = {
     "paradigms": "nnx_lab.paradigms",
     # issue 25: a train() call as data, raced in a TrainingMonitor beside plans
     "TrainJob": "nnx_lab.engine.train_job",
+    "WandbCallback": "nnx_lab.engine.handlers.wandb_logger",  # issue 27: §2.8, W&B
 }
 
 _MODULES = (

@@ -10,7 +10,9 @@ export class ApiError extends Error {
   }
 }
 
-/** @typedef {(path: string, init?: {method?: string, body?: string}) => Promise<any>} Request */
+/** @typedef {(path: string, init?: {method?: string, body?: string, download?: boolean}) => Promise<any>} Request */
+// `download: true`: the answer is a file, {blob, filename} (the filename from the
+// server's Content-Disposition), not JSON.
 
 export class RunsApi {
   /** @param {Request} request */
@@ -49,10 +51,31 @@ export class RunsApi {
     return this.request(`runs/${enc(folder)}/${enc(runId)}/report`);
   }
 
+  /** The run's bundle, one zip the server builds in a subprocess: {blob, filename}.
+   * `checkpoint`: "last" or "best". */
+  exportBundle(folder, runId, checkpoint = "last") {
+    return this.request(`runs/${enc(folder)}/${enc(runId)}/bundle`, { method: "POST", body: JSON.stringify({ checkpoint }), download: true });
+  }
+
   /** @param {{folder: string, runId: string}[]} runs */
   compare(runs) {
     return this.request(`compare?${runs.map((r) => `run=${enc(`${r.folder}/${r.runId}`)}`).join("&")}`);
   }
+}
+
+/** The file name a Content-Disposition header gives (RFC 6266: filename* first). */
+export function dispositionName(header, fallback) {
+  const text = String(header || "");
+  const star = /filename\*=UTF-8''([^;]+)/i.exec(text);
+  if (star) {
+    try {
+      return decodeURIComponent(star[1].trim());
+    } catch {
+      // a malformed escape: the plain name below
+    }
+  }
+  const plain = /filename="([^"]*)"/i.exec(text) || /filename=([^;]+)/i.exec(text);
+  return plain ? plain[1].trim() : fallback;
 }
 
 function enc(text) {

@@ -14,7 +14,7 @@ import { IRenderMimeRegistry } from "@jupyterlab/rendermime";
 import { ServerConnection } from "@jupyterlab/services";
 import { LabIcon } from "@jupyterlab/ui-components";
 import { Widget } from "@lumino/widgets";
-import { ApiError, RunsApi } from "./api.js";
+import { ApiError, RunsApi, dispositionName } from "./api.js";
 import { CompareView } from "./compare_view.js";
 import { OPEN_EVENT, OPEN_MIME, renderOpenRun } from "./open_run.js";
 import { RunsList } from "./runs_list.js";
@@ -27,11 +27,16 @@ const COMMAND = { show: "nnx-lab:show-runs", open: "nnx-lab:open-run", compare: 
 function requester(settings) {
   return async (path, init = {}) => {
     const url = URLExt.join(settings.baseUrl, "nnx-lab/api", path);
+    const { download = false, ...fetchInit } = init;
     let response;
     try {
-      response = await ServerConnection.makeRequest(url, init, settings);
+      response = await ServerConnection.makeRequest(url, fetchInit, settings);
     } catch (err) {
       throw new ApiError(0, `the server did not answer (${err && err.message ? err.message : err})`);
+    }
+    if (download && response.ok) {
+      const blob = await response.blob();
+      return { blob, filename: dispositionName(response.headers.get("Content-Disposition"), "bundle.zip") };
     }
     const text = await response.text();
     let data = null;

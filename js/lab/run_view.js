@@ -1,9 +1,9 @@
 // A run's main-area panel: its name (renamed here), where the run lives and what of
 // its files could not be read, above the TrainingMonitor's own view (header, loss per step, per-epoch
-// metrics, learning rate, epoch table, Stop, Report), drawn from the run's log through the
+// metrics, learning rate, epoch table, Stop, Report), Export bundle, drawn from the run's log through the
 // server and following it while it runs. No kernel is involved.
 import { MonitorView } from "../monitor/view.js";
-import { h } from "../shared/dom.js";
+import { download, h } from "../shared/dom.js";
 import { fmtInt } from "../shared/format.js";
 import { shownBytes } from "./format_lab.js";
 import { RunFollower, RunModel } from "./run_follow.js";
@@ -14,7 +14,8 @@ export class RunView {
    * @param {{api: import("./api.js").RunsApi, folder: string, runId: string,
    *   folderLabel?: string, pollMs?: number, pageBytes?: number,
    *   onName?: (name: string) => void, save?: (name: string, blob: Blob) => void}} opts
-   *   `onName`: the run's name, as it is known; `save`: how the Report page is saved
+   *   `onName`: the run's name, as it is known; `save`: how the Report page and the
+   *   exported bundle are saved (a download)
    */
   constructor(host, { api, folder, runId, folderLabel = "", pollMs, pageBytes, onName = () => {}, save }) {
     this.host = host;
@@ -33,6 +34,12 @@ export class RunView {
     this.renameBox.hidden = true;
     this.renameError = h("span", { class: "nnx-run-rename-error", role: "alert", "data-testid": "run-rename-error" });
     this.renameError.hidden = true;
+    // Export bundle: the server builds the run's bundle (a zip) and the browser saves it
+    this.save = save || download;
+    this.exportButton = h("button", { type: "button", class: "nnx-tool", text: "Export bundle", title: "Download the run's LAST checkpoint and record as a bundle (a zip of safetensors and JSON)", "data-testid": "run-export" });
+    this.exportButton.addEventListener("click", () => this.exportBundle());
+    this.exportStatus = h("span", { class: "nnx-run-export-status", role: "status", "data-testid": "run-export-status" });
+    this.exportStatus.hidden = true;
     this.where = h("div", { class: "nnx-run-where", "data-testid": "run-where" }, [
       this.nameText,
       this.renameBox,
@@ -44,7 +51,7 @@ export class RunView {
     this.folderLabel = h("code", { text: folderLabel || folder, "data-testid": "run-folder" });
     this.where.append(this.folderLabel);
     this.progress = h("span", { class: "nnx-run-progress", "data-testid": "run-progress" });
-    this.where.append(this.progress, this.renameError);
+    this.where.append(this.exportButton, this.exportStatus, this.progress, this.renameError);
     this.problems = h("div", { class: "nnx-run-problems", role: "status", "data-testid": "run-problems" });
     this.problems.hidden = true;
     this.monitorHost = h("div", { class: "nnx-run-monitor" });
@@ -114,6 +121,28 @@ export class RunView {
     this.renameButton.hidden = true;
     input.focus();
     input.select();
+  }
+
+  /** Export bundle: busy while the server builds the zip, then saved; a refusal is
+   * shown beside the button (the run view stays as it is). */
+  async exportBundle() {
+    if (this.exportButton.disabled) return;
+    this.exportButton.disabled = true;
+    this.exportButton.textContent = "Exporting…";
+    this.exportStatus.hidden = true;
+    this.exportStatus.dataset.state = "busy";
+    try {
+      const { blob, filename } = await this.api.exportBundle(this.folder, this.runId);
+      this.save(filename, blob);
+      this.exportStatus.textContent = `Saved ${filename}`;
+      this.exportStatus.dataset.state = "done";
+    } catch (err) {
+      this.exportStatus.textContent = `Not exported: ${err && err.message ? err.message : err}`;
+      this.exportStatus.dataset.state = "error";
+    }
+    this.exportStatus.hidden = false;
+    this.exportButton.disabled = false;
+    this.exportButton.textContent = "Export bundle";
   }
 
   /** The lines under the title: reading progress, damaged lines, unreadable files. */

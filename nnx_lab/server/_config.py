@@ -86,6 +86,16 @@ class NNxLab(Configurable):
         help="A run whose metrics.jsonl is larger than this gets no report from the panel "
         "(the report reads the whole log); write it with nnx_lab.report in a kernel.",
     ).tag(config=True)
+    export_timeout_s = Float(
+        300.0,
+        help="Seconds the runs panel's Export bundle may take (the export runs in a "
+        "subprocess with torch); past it the export is stopped and refused.",
+    ).tag(config=True)
+    max_exports = Int(
+        2,
+        help="At most this many bundle exports run at once (one per run); another is "
+        "refused with 429 until one ends.",
+    ).tag(config=True)
     rescan_s = Float(
         10.0,
         help="Seconds a search for runs folders is reused before the folders are searched again.",
@@ -103,6 +113,7 @@ class NNxLab(Configurable):
         "max_record_bytes",
         "listing_budget_bytes",
         "report_log_bytes",
+        "max_exports",
     )
     def _positive(self, proposal):
         value = proposal["value"]
@@ -119,4 +130,11 @@ class NNxLab(Configurable):
         value = proposal["value"]
         if not value >= 0:
             raise TraitError(f"NNxLab.rescan_s={value!r}: pass seconds >= 0")
+        return value
+
+    @validate("export_timeout_s")
+    def _timeout(self, proposal):
+        value = proposal["value"]
+        if not value > 0:
+            raise TraitError(f"NNxLab.export_timeout_s={value!r}: pass seconds > 0")
         return value

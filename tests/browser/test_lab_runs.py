@@ -1,7 +1,8 @@
 """The JupyterLab extension in a real JupyterLab: the "nnx-lab runs" side panel lists
 runs made by the test, a click opens a run's panel with its charts drawn, a running
 run's panel follows it live and its Stop button stops it, compare overlays two runs in
-two colours with the values that differ, Report downloads a run's HTML report, and a
+two colours with the values that differ, Report downloads a run's HTML report, Export
+bundle downloads its bundle (a zip whose manifest validates), and a
 notebook opens a run's panel (``nnx_lab.open_in_panel`` and the monitor's header link).
 First of all: the labextension JupyterLab loads is the one built from js/lab and
 installed with the package, and the panel is there with no notebook open."""
@@ -446,6 +447,32 @@ def test_report_downloads_the_runs_html_and_writes_nothing_in_the_runs_root(
     assert f"nnx-lab run {a}" in text
     expect(view.get_by_test_id("report-note")).to_have_text(f"Report downloaded as report_{a}.html")
     assert sorted(p.name for p in (lab_dir / "runs" / a).rglob("*")) == before
+
+
+def test_export_bundle_downloads_a_zip_whose_manifest_validates(
+    server, page, two_runs, lab_dir, tmp_path
+):
+    from nnx_lab.bundles import inspect_bundle, validate_bundle
+
+    a, _ = two_runs
+    before = sorted(p.name for p in (lab_dir / "runs").rglob("*"))
+    lab = page()
+    open_side_panel(lab)
+    row(lab, a).click()
+    view = run_panel(lab, a)
+    expect(view.get_by_test_id("status")).to_have_text("finished")
+    with lab.page.expect_download(timeout=120_000) as info:
+        view.get_by_test_id("run-export").click()
+    download = info.value
+    assert download.suggested_filename == f"bundle_{a}.zip"
+    saved = tmp_path / download.suggested_filename
+    download.save_as(saved)
+    validate_bundle(saved)  # every payload's SHA-256
+    bundle = inspect_bundle(saved)
+    assert (bundle.run_id, bundle.capability, bundle.epoch) == (a, "resumable", 3)
+    expect(view.get_by_test_id("run-export-status")).to_have_text(f"Saved bundle_{a}.zip")
+    expect(view.get_by_test_id("run-export")).to_be_enabled()
+    assert sorted(p.name for p in (lab_dir / "runs").rglob("*")) == before
 
 
 def test_compare_draws_on_the_x_axis_chosen_and_its_table_scrolls(server, page, two_runs, lab_dir):

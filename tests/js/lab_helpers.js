@@ -85,6 +85,14 @@ export function fakeApi({ lines = [], status = "running", pageBytes = 1 << 20 } 
       api.calls.push(["compare", runs]);
       return api.compareReport;
     },
+    exportError: null,
+    exportGate: null, // a promise the export waits on (to see the busy state)
+    async exportBundle(folder, runId) {
+      api.calls.push(["export", folder, runId]);
+      if (api.exportGate) await api.exportGate;
+      if (api.exportError) throw api.exportError;
+      return { blob: new Blob(["PK"], { type: "application/zip" }), filename: `run-${runId.slice(0, 8)}.zip` };
+    },
   };
   return api;
 }

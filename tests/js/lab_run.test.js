@@ -4,6 +4,7 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { RunFollower, RunModel } from "../../js/lab/run_follow.js";
 import { RunState, num } from "../../js/lab/run_state.js";
+import { dispositionName } from "../../js/lab/api.js";
 import { RunView } from "../../js/lab/run_view.js";
 import { MonitorView } from "../../js/monitor/view.js";
 import { fakeApi, runLog, until } from "./lab_helpers.js";
@@ -297,5 +298,45 @@ describe("RunView's name", () => {
     await until(() => q(host, "run-name").dataset.empty === "true");
     expect(q(host, "run-name").textContent).toBe("unnamed");
     v.dispose();
+  });
+});
+
+describe("RunView's Export bundle", () => {
+  it("is busy while the server builds the zip, saves it, and shows a refusal in the panel", async () => {
+    const api = fakeApi({ lines: runLog({ runId: ID, steps: 2 }) });
+    const host = document.createElement("div");
+    const saved = [];
+    const v = new RunView(host, { api, folder: "rk", runId: ID, pollMs: 5, save: (name, blob) => saved.push([name, blob.type]) });
+    let open;
+    api.exportGate = new Promise((r) => (open = r));
+    const button = q(host, "run-export");
+    expect(button.textContent).toBe("Export bundle");
+    button.click();
+    expect(button.disabled).toBe(true);
+    expect(button.textContent).toMatch(/Exporting/);
+    button.click(); // a second click while busy asks nothing more
+    open();
+    await until(() => !button.disabled);
+    expect(api.calls.filter((c) => c[0] === "export")).toEqual([["export", "rk", ID]]);
+    expect(saved).toEqual([[`run-${ID.slice(0, 8)}.zip`, "application/zip"]]);
+    expect(q(host, "run-export-status").textContent).toBe(`Saved run-${ID.slice(0, 8)}.zip`);
+    // a refusal: the server's reason beside the button, nothing saved
+    api.exportGate = null;
+    api.exportError = Object.assign(new Error(`run ${ID} has no LAST checkpoint to export`), { status: 409 });
+    button.click();
+    await until(() => q(host, "run-export-status").dataset.state === "error");
+    expect(q(host, "run-export-status").textContent).toMatch(/^Not exported: .*no LAST checkpoint/);
+    expect(q(host, "run-export-status").hidden).toBe(false);
+    expect(saved.length).toBe(1);
+    expect(button.disabled).toBe(false);
+    v.dispose();
+  });
+});
+
+describe("dispositionName", () => {
+  it("takes the UTF-8 name first, the plain one else, and a fallback without either", () => {
+    expect(dispositionName(`attachment; filename="wine_-abc.zip"; filename*=UTF-8''wine%20%C3%BC-abc.zip`, "x")).toBe("wine ü-abc.zip");
+    expect(dispositionName('attachment; filename="bundle_a.zip"', "x")).toBe("bundle_a.zip");
+    expect(dispositionName(null, "bundle.zip")).toBe("bundle.zip");
   });
 });

@@ -172,6 +172,8 @@ EXPECTED = {
     "paradigms",
     # issue 25: a train() call as data, raced beside plans
     "TrainJob",
+    # issue 27: the W&B logger (§2.8)
+    "WandbCallback",
 }
 
 
