@@ -129,7 +129,8 @@ class WandbCallback(Callback):
             for tag, v in flat_scalars(halves, "epoch").items()
             if tag.rsplit("/", 1)[-1] not in _SKIPPED
         }
-        values["epoch/lr"] = float(event.lr)
+        if event.lr is not None:  # None: several optimizers (the Trainer's `lrs`)
+            values["epoch/lr"] = float(event.lr)
         if event.signal is not None:
             values["epoch/signal"] = float(event.signal)
         # at the epoch's last step (W&B's step only grows), on the epoch axis
