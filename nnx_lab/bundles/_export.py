@@ -40,6 +40,7 @@ from ..runs import (
     run_dir,
 )
 from ..runs._schemas.bundle import BundleFileError
+from ._export_record import export_entry, record_export
 
 __all__ = ["export_bundle"]
 
@@ -249,6 +250,7 @@ def export_bundle(
             "(NNX_MAX_BUNDLE_BYTES)",
         )
     files[MANIFEST_FILE] = _json_bytes(manifest)  # written last: the bundle is whole
+    entry = export_entry(ckpt, root, files, manifest, target, archive)  # for bundles.json
     tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex[:8]}.tmp")
     try:
         (_write_zip if archive else _write_folder)(tmp, files)
@@ -260,6 +262,7 @@ def export_bundle(
         if os.path.lexists(tmp):
             with contextlib.suppress(OSError):
                 shutil.rmtree(tmp) if tmp.is_dir() else os.unlink(tmp)
+    record_export(run_path, entry)  # the run knows its bundle (its report shows it)
     return target
 
 

@@ -21,22 +21,21 @@ import yaml
 
 from ..errors import ConfigError
 from ..runs import (
-    BundleContents,
-    CalibratorFile,
-    DocumentFileError,
     JsonlReader,
-    PolicyFile,
     atomic_write_bytes,
-    check_shape,
     compare_records,
     event_from_line,
-    parse_json,
+    read_binding,
     read_bundle,
+    read_bundle_exports,
     read_record,
     resolve_runs_root,
     run_dir,
     run_record,
 )
+from ._documents import documents
+from ._identity import check_documents, run_weights
+from ._sections import binding_section, bundle_section, documents_section, table
 
 __all__ = ["report", "report_html"]
 
@@ -57,7 +56,8 @@ pre{background:#f6f6f6;padding:8px;overflow:auto;max-height:400px}
 .readout{font:12px monospace;color:#555;min-height:16px}
 svg.chart{max-width:100%;height:auto;user-select:none}
 .frame{fill:none;stroke:#ccc}.tick{font:10px sans-serif;fill:#666}
-.cursor{stroke:#999;stroke-dasharray:3}.selection{fill:#1f77b4;opacity:.15}
+.cursor{stroke:#999;stroke-dasharray:3}.mark{stroke:#2ca02c;stroke-dasharray:4 2}
+.selection{fill:#1f77b4;opacity:.15}
 .changed{background:#fff3cd}
 """
 
@@ -118,15 +118,6 @@ def _charts(events: list[Any]) -> list[dict[str, Any]]:
     return charts
 
 
-def _table(rows: list[tuple[str, Any]], changed: set[str] | None = None) -> str:
-    out = []
-    for key, value in rows:
-        cls = ' class="changed"' if changed and key in changed else ""
-        shown = value if isinstance(value, str) else json.dumps(value, default=str)
-        out.append(f"<tr{cls}><th>{html.escape(key)}</th><td>{html.escape(shown)}</td></tr>")
-    return "<table>" + "".join(out) + "</table>"
-
-
 def _drift(parent: str | None, run_id: str, root: Path) -> str:
     if parent is None:
         return "<p>No parent run: this run did not resume another.</p>"
@@ -144,91 +135,29 @@ def _drift(parent: str | None, run_id: str, root: Path) -> str:
     return f"<p>Against parent {html.escape(parent)}:</p><table>{head}{''.join(rows)}</table>"
 
 
-def _documents(contents: BundleContents) -> str:
-    """The calibrators and policies the bundle carries, each through its strict shape."""
-    parts = []
-    for name in contents.manifest.calibrators:
-        cal = check_shape(
-            parse_json(contents.files[name], name), CalibratorFile, name, DocumentFileError
-        )
-        parts.append(
-            f"<h3>Calibration ({html.escape(name)})</h3>"
-            + _table(
-                [
-                    ("temperature", f"{cal.temperature:.4g}"),
-                    (
-                        "NLL on the calibration split",
-                        f"{cal.fit.nll_before:.4g} -> {cal.fit.nll_after:.4g}",
-                    ),
-                    ("rows", cal.fit.rows),
-                    (
-                        "splits",
-                        f"calibration {cal.splits.calibration}, train {cal.splits.train}, "
-                        f"test {cal.splits.test}",
-                    ),
-                    ("model", cal.model_id),
-                ]
-            )
-        )
-    for name in contents.manifest.policies:
-        pol = check_shape(
-            parse_json(contents.files[name], name), PolicyFile, name, DocumentFileError
-        )
-        val = pol.validation
-        parts.append(
-            f"<h3>Abstention ({html.escape(name)})</h3>"
-            + _table(
-                [
-                    ("kind", pol.kind),
-                    ("threshold", f"{pol.threshold:.4g}"),
-                    ("risk ceiling", f"{pol.risk_ceiling:.4g}"),
-                    (
-                        "on validation",
-                        f"coverage {val.coverage:.3f}, risk {val.risk:.3f} "
-                        f"({val.accepted} of {val.total} accepted)",
-                    ),
-                    ("calibrated", pol.calibration.calibrated),
-                ]
-            )
-        )
-    return "".join(parts)
-
-
-def _bundle(contents: BundleContents | None) -> str:
-    if contents is None:
-        return (
-            "<p>No bundle given (pass bundle= the folder or zip export_bundle wrote); no "
-            "calibration or abstention report.</p>"
-        )
-    doc = contents.manifest
-    summary = _table(
-        [
-            ("bundle", contents.path.name),
-            ("capability", doc.capability),
-            ("checkpoint", f"{doc.checkpoint} at epoch {doc.epoch} (step {doc.step})"),
-            ("SHA-256 of its manifest", contents.manifest_sha256),
-        ]
-    )
-    return summary + _documents(contents)
-
-
 def report(
     run_id: str,
     path: str | os.PathLike[str],
     *,
     runs_root: str | os.PathLike[str] | None = None,
     bundle: str | os.PathLike[str] | None = None,
+    calibrators: Any = None,
+    policies: Any = None,
 ) -> Path:
     """Write run ``run_id``'s report as one HTML file at ``path`` (atomically; an
-    existing file is replaced): its loss and metric charts, configuration, comparison
-    with its parent, precision record, environment and, with ``bundle=``, the digest of
-    the bundle exported from it. Returns ``path``."""
+    existing file is replaced): its loss and metric charts, configuration, the binding
+    report of a plan's fit, comparison with its parent, precision record, environment,
+    the ``calibrators=`` and ``policies=`` given (with a reliability diagram and a
+    risk-coverage curve where they record one) and the bundle exported from it
+    (``bundle=``, else the latest the run recorded). Returns ``path``."""
     if not isinstance(path, str | os.PathLike) or Path(path).is_dir():
         raise ConfigError("path", path, "name the .html file to write, not a folder")
     target = Path(path)
     if not target.parent.is_dir():
         raise ConfigError("path", str(target), f"its folder {target.parent} does not exist")
-    page = report_html(run_id, runs_root=runs_root, bundle=bundle)
+    page = report_html(
+        run_id, runs_root=runs_root, bundle=bundle, calibrators=calibrators, policies=policies
+    )
     atomic_write_bytes(target, page.encode())
     return target
 
@@ -238,6 +167,8 @@ def report_html(
     *,
     runs_root: str | os.PathLike[str] | None = None,
     bundle: str | os.PathLike[str] | None = None,
+    calibrators: Any = None,
+    policies: Any = None,
 ) -> str:
     """The page ``report`` writes, as text (the runs panel sends it as a download and
     writes nothing). Refused with a ``ConfigError`` as ``report`` is."""
@@ -258,6 +189,10 @@ def report_html(
             f"is a bundle of run {shared.manifest.run_id}, not of {run_id}; pass the "
             "bundle exported from this run",
         )
+    docs = documents(calibrators, policies)
+    exports = read_bundle_exports(folder)
+    verdicts = check_documents(docs, run_weights(folder, exports), run_id) if docs else {}
+    shown, doc_charts = documents_section(docs, verdicts, MAX_POINTS)
     config = read_record(folder / "run.yaml")
     meta = read_record(folder / "metadata.yaml") if (folder / "metadata.yaml").is_file() else {}
     log = folder / "metrics.jsonl"
@@ -266,7 +201,7 @@ def report_html(
         if log.is_file()
         else []
     )
-    data = {"run_id": run_id, "charts": _charts(events)}
+    data = {"run_id": run_id, "charts": _charts(events), "documents": doc_charts}
     summary = [
         ("run id", run_id),
         ("name", meta.get("name") or "-"),
@@ -284,13 +219,15 @@ def report_html(
 <title>nnx-lab run {html.escape(run_id)}</title><style>{_CSS}</style></head>
 <body>
 <h1>nnx-lab run {html.escape(run_id)}</h1>
-{_table(summary)}
+{table(summary)}
 <h2>Charts</h2><div id="charts"></div>
 <h2>Configuration (run.yaml)</h2><pre>{html.escape(yaml.safe_dump(config, sort_keys=False))}</pre>
+<h2>Binding (where each value came from)</h2>{binding_section(read_binding(folder), run_id)}
 <h2>Against its parent</h2>{_drift(meta.get("parent_run_id"), run_id, root)}
-<h2>Precision</h2>{_table(precision) if precision else "<p>No precision record.</p>"}
-<h2>Environment</h2>{_table(environment)}
-<h2>Bundle, calibration and abstention</h2>{_bundle(shared)}
+<h2>Precision</h2>{table(precision) if precision else "<p>No precision record.</p>"}
+<h2>Environment</h2>{table(environment)}
+<h2>Calibration and abstention</h2>{shown}
+<h2>Bundle</h2>{bundle_section(shared, exports)}
 <p><small>Written by nnx-lab's report().</small></p>
 <script type="application/json" id="nnx-report-data">{_json_for_script(data)}</script>
 <script>{CHART_JS}</script>

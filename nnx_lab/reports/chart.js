@@ -1,7 +1,8 @@
 // The report's chart code (nnx_lab/reports, docs/report.md): plain JavaScript drawing SVG
 // line charts with a hover readout, drag-to-zoom (double-click resets) and a log-scale
-// toggle. It is inlined into every report, so a report opens from a file with no network
-// and no library; uPlot, the widgets' chart library, ships inside the widget bundle as an
+// toggle, and reliability diagrams (bars per confidence bin, hover reads a bin). It is
+// inlined into every report, so a report opens from a file with no network and no
+// library; uPlot, the widgets' chart library, ships inside the widget bundle as an
 // ES module and is not installed with the Python package.
 (function () {
   const NS = "http://www.w3.org/2000/svg";
@@ -40,6 +41,10 @@
       el("polyline", {points: inside.map(q => `${sx(q[0]).toFixed(1)},${sy(q[1]).toFixed(1)}`).join(" "),
         fill: "none", stroke: COLORS[k % COLORS.length], "stroke-width": 1.5, class: "line"}, svg);
     });
+    if (chart.mark && chart.mark.x >= x0 && chart.mark.x <= x1) {  // e.g. the chosen threshold
+      el("line", {x1: sx(chart.mark.x), x2: sx(chart.mark.x), y1: T, y2: H - B, class: "mark"}, svg);
+      el("text", {x: sx(chart.mark.x) + 4, y: T + 12, class: "tick"}, svg).textContent = chart.mark.label;
+    }
     const cursor = el("line", {y1: T, y2: H - B, class: "cursor", visibility: "hidden"}, svg);
     const sel = el("rect", {y: T, height: H - T - B, class: "selection", visibility: "hidden"}, svg);
     const readout = box.querySelector(".readout");
@@ -48,11 +53,13 @@
     svg.addEventListener("mousemove", ev => {
       const x = toX(ev);
       cursor.setAttribute("x1", sx(x)); cursor.setAttribute("x2", sx(x)); cursor.setAttribute("visibility", "visible");
-      readout.textContent = chart.xlabel + " " + fmt(Math.round(x)) + ": " + chart.series.map((s, k) => {
+      let at = null;
+      readout.textContent = chart.xlabel + " " + fmt(chart.xfloat ? x : Math.round(x)) + ": " + chart.series.map((s, k) => {
         let best = null;
         s.x.forEach((v, i) => { if (s.y[i] !== null && (best === null || Math.abs(v - x) < Math.abs(s.x[best] - x))) best = i; });
+        if (k === 0) at = best;
         return best === null ? s.name + " -" : s.name + " " + fmt(s.y[best]);
-      }).join("   ");
+      }).join("   ") + (chart.extra && at !== null ? "   " + chart.extra.name + " " + fmt(chart.extra.values[at]) : "");
       if (drag !== null) { sel.setAttribute("x", Math.min(sx(drag), sx(x))); sel.setAttribute("width", Math.abs(sx(x) - sx(drag))); sel.setAttribute("visibility", "visible"); }
     });
     svg.addEventListener("mousedown", ev => { drag = toX(ev); });
@@ -63,22 +70,58 @@
     });
     svg.addEventListener("dblclick", () => { state.x0 = state.full[0]; state.x1 = state.full[1]; draw(box, chart, state); });
   }
-  const charts = JSON.parse(document.getElementById("nnx-report-data").textContent).charts;
-  const root = document.getElementById("charts");
-  charts.forEach(chart => {
+  // A reliability diagram: per confidence bin, the accuracy before and after calibration
+  // as two bars, the diagonal (perfect calibration) dashed; hover names the bin.
+  function drawBins(box, chart) {
+    const svg = el("svg", {viewBox: `0 0 ${W} ${H}`, width: W, height: H, class: "chart"});
+    box.insertBefore(svg, box.querySelector(".readout"));
+    const sx = v => L + v * (W - L - R), sy = v => T + (1 - v) * (H - T - B);
+    el("rect", {x: L, y: T, width: W - L - R, height: H - T - B, class: "frame"}, svg);
+    for (let i = 0; i <= 4; i++) {
+      el("text", {x: L - 4, y: sy(i / 4) + 4, "text-anchor": "end", class: "tick"}, svg).textContent = fmt(i / 4);
+      el("text", {x: sx(i / 4), y: H - 8, "text-anchor": "middle", class: "tick"}, svg).textContent = fmt(i / 4);
+    }
+    const e = chart.edges, n = chart.series.length;
+    for (let b = 0; b + 1 < e.length; b++) {
+      const w = (sx(e[b + 1]) - sx(e[b])) / n;
+      chart.series.forEach((s, k) => {
+        if (s.accuracy[b] === null) return;
+        el("rect", {x: sx(e[b]) + k * w + 0.5, y: sy(s.accuracy[b]), width: Math.max(w - 1, 0.5), height: sy(0) - sy(s.accuracy[b]),
+          fill: COLORS[k % COLORS.length], opacity: 0.7, class: "bin", "data-bin": b}, svg);
+      });
+    }
+    el("line", {x1: sx(0), y1: sy(0), x2: sx(1), y2: sy(1), class: "cursor"}, svg);
+    const readout = box.querySelector(".readout");
+    svg.addEventListener("mousemove", ev => {
+      const r = svg.getBoundingClientRect(), v = ((ev.clientX - r.left) * W / r.width - L) / (W - L - R);
+      let b = 0;
+      while (b + 2 < e.length && v > e[b + 1]) b++;
+      readout.textContent = "confidence " + fmt(e[b]) + "-" + fmt(e[b + 1]) + ": " + chart.series.map(s =>
+        s.name + " " + (s.counts[b] ? "accuracy " + fmt(s.accuracy[b]) + ", mean confidence " + fmt(s.confidence[b]) + " (" + s.counts[b] + " rows)" : "empty")).join("; ");
+    });
+  }
+  function build(chart, parent) {
     const box = document.createElement("div"); box.className = "chart-box"; box.dataset.chart = chart.id;
     const head = document.createElement("div"); head.className = "chart-head";
     const title = document.createElement("strong"); title.textContent = chart.title; head.appendChild(title);
-    chart.series.forEach((s, k) => { const key = document.createElement("span"); key.className = "key"; key.style.color = COLORS[k % COLORS.length]; key.textContent = " \u25a0 " + s.name; head.appendChild(key); });
+    chart.series.forEach((s, k) => { const key = document.createElement("span"); key.className = "key"; key.style.color = COLORS[k % COLORS.length];
+      key.textContent = " \u25a0 " + s.name + (s.ece !== undefined && s.ece !== null ? " (ECE " + fmt(s.ece) + ")" : ""); head.appendChild(key); });
+    box.appendChild(head);
+    const readout = document.createElement("div"); readout.className = "readout";
+    box.appendChild(readout); parent.appendChild(box);
+    if (chart.kind === "reliability") { readout.textContent = "hover a bin for its accuracy and confidence"; drawBins(box, chart); return; }
+    readout.textContent = "hover for values; drag to zoom, double-click to reset";
     const label = document.createElement("label"); const log = document.createElement("input"); log.type = "checkbox"; log.className = "log";
     label.appendChild(log); label.appendChild(document.createTextNode(" log scale")); head.appendChild(label);
-    box.appendChild(head);
-    const readout = document.createElement("div"); readout.className = "readout"; readout.textContent = "hover for values; drag to zoom, double-click to reset";
-    box.appendChild(readout); root.appendChild(box);
     const all = chart.series.flatMap(s => s.x);
     const state = {log: false, full: [Math.min(...all), Math.max(...all)]};
     state.x0 = state.full[0]; state.x1 = state.full[1];
     log.addEventListener("change", () => { state.log = log.checked; draw(box, chart, state); });
     draw(box, chart, state);
-  });
+  }
+  const data = JSON.parse(document.getElementById("nnx-report-data").textContent);
+  const root = document.getElementById("charts");
+  data.charts.forEach(chart => build(chart, root));
+  // a document's chart goes beside its table (the slot the section left for it)
+  (data.documents || []).forEach(chart => build(chart, document.querySelector(`[data-slot="${chart.id}"]`) || root));
 })();

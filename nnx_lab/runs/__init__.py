@@ -99,6 +99,7 @@ from ._records import (
     writer_alive,
     writer_identity,
 )
+from ._run_files import read_binding, read_bundle_exports, record_bundle_export
 from ._schema import SchemaError, parse_json
 from ._schemas.bundle import (
     BUNDLE_FORMAT,
@@ -116,6 +117,13 @@ from ._schemas.data import (
 from ._schemas.documents import CalibratorFile, PolicyFile
 from ._schemas.plan import PLAN_FORMAT, PlanSchemaError, check_plan_json, read_plan_json
 from ._schemas.reading import check_header, check_shape, read_file, read_json_file
+from ._schemas.run_files import (
+    BUNDLES_FILE,
+    BindingFile,
+    BundleExport,
+    BundleExportsFile,
+    RunFileError,
+)
 from ._schemas.sidecar import TENSORS_FILE, CheckpointFileError, SidecarFile, state_problem
 from ._schemas.tensors import check_tensors_header
 
@@ -123,6 +131,7 @@ __all__ = [
     "ABSENT",
     "ACTIONS",
     "BINDING_FILE",
+    "BUNDLES_FILE",
     "BUNDLE_FORMAT",
     "BUNDLE_PATH",
     "CHUNK_BYTES",
@@ -143,7 +152,10 @@ __all__ = [
     "STALE_AFTER_S",
     "STOP_REQUEST",
     "TENSORS_FILE",
+    "BindingFile",
     "BundleContents",
+    "BundleExport",
+    "BundleExportsFile",
     "BundleFileError",
     "BundleManifestFile",
     "CalibratorFile",
@@ -171,6 +183,7 @@ __all__ = [
     "Record",
     "RecordSchemaError",
     "RunEnding",
+    "RunFileError",
     "RunFinished",
     "RunRecordError",
     "RunStarted",
@@ -223,7 +236,9 @@ __all__ = [
     "parse_record",
     "problem",
     "quick_event",
+    "read_binding",
     "read_bundle",
+    "read_bundle_exports",
     "read_figure",
     "read_file",
     "read_json",
@@ -237,6 +252,7 @@ __all__ = [
     "read_record",
     "read_stop_request",
     "record_attempt",
+    "record_bundle_export",
     "rename_run",
     "reporting",
     "request_stop",

@@ -11,7 +11,7 @@ import nnx_lab
 from nnx_lab import Losses, Nets, NNModel, NNModelParams, NNOptimParams, NNParams, NNTrainParams
 
 
-def _report(tmp_path):
+def _report(tmp_path, documents=False):
     g = torch.Generator().manual_seed(0)
     X, y = torch.randn(128, 4, generator=g), torch.randint(0, 3, (128,), generator=g)
     loader = DataLoader(TensorDataset(X, y), batch_size=16)
@@ -29,7 +29,24 @@ def _report(tmp_path):
         runs_root=str(tmp_path / "runs"),
     )
     run = model.train(params)
-    return nnx_lab.report(run.id, tmp_path / "run.html", runs_root=tmp_path / "runs")
+    extra = {}
+    if documents:  # a calibration report (reliability bins) and a selection (its curve)
+        from nnx_lab import ProbabilitySpec
+        from nnx_lab.abstention import select_threshold
+        from nnx_lab.calibration import fit_temperature, model_fingerprint
+
+        spec, mid = ProbabilitySpec("categorical"), model_fingerprint(model)
+        cal = fit_temperature(
+            model.predict_proba(X, spec), y, model_id=mid, split_id="calibration"
+        ).require()
+        Xt = torch.randn(256, 4, generator=g)
+        yt = torch.randint(0, 3, (256,), generator=g)
+        rep = cal.report(model.predict_proba(Xt, spec), yt, model_id=mid, split_id="test")
+        sel = select_threshold(
+            model.predict_proba(Xt, spec).probabilities, yt, risk_ceiling=1.0, split_id="t2"
+        )
+        extra = {"calibrators": [cal, rep], "policies": [sel]}
+    return nnx_lab.report(run.id, tmp_path / "run.html", runs_root=tmp_path / "runs", **extra)
 
 
 def _ticks(page, chart):
@@ -65,6 +82,42 @@ def test_the_report_works_from_a_file_with_no_network(browser, tmp_path):
         assert _ticks(page, "step-loss") == full
         page.locator('[data-chart="step-loss"] input.log').check()
         assert _ticks(page, "step-loss") != full  # log-spaced labels
+        assert errors == []
+    finally:
+        context.close()
+
+
+def test_the_reliability_diagram_and_risk_coverage_curve_hover_from_a_file(browser, tmp_path):
+    path = _report(tmp_path, documents=True)
+    context = browser.new_context(viewport={"width": 1000, "height": 900})
+    requests, errors = [], []
+    context.on("request", lambda r: requests.append(r.url))
+    page = context.new_page()
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    try:
+        page.goto(path.as_uri())
+        rel = page.locator('[data-chart="reliability-0"]')
+        assert rel.locator("rect.bin").count() > 0  # bars drawn, beside its table
+        assert page.locator('[data-slot="reliability-0"] [data-chart="reliability-0"]').count()
+        rel.locator("svg").scroll_into_view_if_needed()
+        box = rel.locator("svg").bounding_box()
+        bar = rel.locator("rect.bin").first  # a "before" bar: that bin is not empty
+        b = bar.bounding_box()
+        page.mouse.move(b["x"] + b["width"] / 2, box["y"] + box["height"] / 2)
+        text = rel.locator(".readout").text_content()
+        assert text.startswith("confidence ")
+        assert "before accuracy " in text
+        assert "after (T = " in text
+        assert " rows)" in text
+        curve = page.locator('[data-chart="risk-coverage-0"]')
+        curve.locator("svg").scroll_into_view_if_needed()
+        cb = curve.locator("svg").bounding_box()
+        page.mouse.move(cb["x"] + cb["width"] * 0.6, cb["y"] + cb["height"] * 0.5)
+        text = curve.locator(".readout").text_content()
+        assert text.startswith("coverage 0.")  # not rounded to an integer step
+        assert "risk " in text
+        assert "threshold " in text
+        assert requests == [path.as_uri()]
         assert errors == []
     finally:
         context.close()

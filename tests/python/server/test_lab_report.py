@@ -126,3 +126,16 @@ def test_a_log_past_the_bound_is_refused_with_the_setting_to_raise(api, jp_root_
 def test_the_bound_is_checked_where_it_is_set():
     with pytest.raises(TraitError, match=r"NNxLab.report_log_bytes=0"):
         NNxLab(report_log_bytes=0)
+
+
+def test_the_panels_report_shows_the_bundle_the_run_recorded(api, jp_root_dir, tmp_path):
+    from nnx_lab.bundles import export_bundle
+    from nnx_lab.runs import read_bundle
+
+    runs = jp_root_dir / "runs"
+    run = _train(runs, n_epochs=1)
+    bundle = export_bundle(run.id, tmp_path / "shared.zip", archive=True, runs_root=runs)
+    code, reply = api(f"runs/{_key(api)}/{run.id}/report")
+    assert code == 200
+    assert read_bundle(bundle).manifest_sha256 in reply["html"]
+    assert "shared.zip (zip)" in reply["html"]
