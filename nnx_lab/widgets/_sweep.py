@@ -24,11 +24,12 @@ from ..plans._sweep import SweepResult, SweepTrial, _read_finished, _trial_plan,
 from ..plans._sweep_space import Distribution
 from ..runs import resolve_runs_root
 from ._base import NNxWidget
+from ._race import MAX_LANES
 
 __all__ = ["Sweep", "passes_brushes"]
 
 _METRICS = ("val.loss", "val.accuracy", "train.loss")
-_LANES = 8  # TrainingMonitor.race draws at most 8 runs
+_LANES = MAX_LANES  # TrainingMonitor.race draws at most 12 runs
 
 
 def passes_brushes(row: dict[str, Any], axes: list[dict[str, Any]], brushes: dict) -> bool:
@@ -196,7 +197,7 @@ class Sweep(NNxWidget):
                     self._by_run[trial.run_id] = trial
                     pending.append(trial)
                 self._publish()
-            # a race draws 8 runs at most (one colour each): 8 trials a race, in turn
+            # a race draws 12 runs at most (one colour each): 12 trials a race, in turn
             for start in range(0, len(pending), _LANES):
                 chunk = pending[start : start + _LANES]
                 self._monitor.race({t.name: t.plan for t in chunk}, callbacks=[_TrialSink(self)])

@@ -175,3 +175,13 @@ describe("TrainingMonitor view with several runs", () => {
     expect(kids.indexOf(view.lossChart.plot.root)).toBeLessThan(kids.indexOf(view.lossReadout));
   });
 });
+
+describe("the race palette", () => {
+  it("has one distinct colour for each of the kernel's 12 lanes", async () => {
+    // MAX_LANES in nnx_lab/widgets/_race.py: a 12-trial sweep is one race
+    expect(RACE_COLORS).toHaveLength(12);
+    expect(new Set(RACE_COLORS.map((c) => c.toLowerCase())).size).toBe(12);
+    const { laneColor } = await import("../../js/monitor/race.js");
+    expect(Array.from({ length: 12 }, (_, i) => laneColor(i))).toEqual(RACE_COLORS);
+  });
+});
