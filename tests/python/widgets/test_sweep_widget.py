@@ -128,7 +128,7 @@ def test_refusals_before_anything_runs(base, tmp_path):
         Sweep(base, {"train.optim.max_lr": [1e-3, -1.0]})
     with pytest.raises(ConfigError) as info:
         Sweep(base, {"train.optim.max_lr": loguniform(1e-4, 1e-1)}, search=object())
-    assert info.value.field == "Sweep.search"
+    assert info.value.field == "search"
     assert not (tmp_path / "runs").exists()
     sweep = Sweep(base, {"train.optim.max_lr": [1e-3]}, start=False)
     with pytest.raises(ConfigError, match=r"Sweep\.builder"):
