@@ -326,7 +326,7 @@ class Sweep(NNxWidget):
             i
             for i in picked
             if not (0 <= i < len(trials))
-            or trials[i].status not in ("finished", "reused", "stopped")
+            or trials[i].status not in ("finished", "reused", "stopped", "pruned")
         ]
         if not picked or bad:
             raise ConfigError(

@@ -297,7 +297,10 @@ class HealthProbe:
             snap = self._snapshot
             if snap is not None:
                 parts += torch._foreach_norm(snap)
-                parts += torch._foreach_norm(torch._foreach_sub(params, snap))
+                # the update, in place in the copy (no second full-size buffer):
+                # ‖w_before − w_after‖ is the update's norm
+                torch._foreach_sub_(snap, params)
+                parts += torch._foreach_norm(snap)
             dead = sorted(self._alive)
             parts += [1.0 - self._alive[n].float().mean() for n in dead]
             row = torch.stack([p.float() for p in parts])
