@@ -8,8 +8,16 @@ import { fmtInt, fmtValue } from "../shared/format.js";
 import { smoothLoss } from "./smoothing.js";
 import { stepParts, termColumns } from "./terms.js";
 
-/** One colour per run (distinct in light and dark themes); the kernel allows 8 runs. */
-export const RACE_COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf"];
+/**
+ * One colour per run (distinct in light and dark themes); the kernel allows 12 runs
+ * (MAX_LANES in nnx_lab/widgets/_race.py), so a 12-trial sweep is one race. The last four
+ * were chosen so that no pair of the twelve is closer (CIE76 ΔE) than the closest pair of
+ * the first eight (ΔE 27.7), each with a lightness readable on a light and a dark theme.
+ */
+export const RACE_COLORS = [
+  "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf",
+  "#bcbd22", "#7f7f7f", "#aec7e8", "#ffbb78",
+];
 
 /** @typedef {{key: string, name: string, run_id: string, status: string, stop_reason: string,
  *   error: string, epoch: number, n_epochs: number, step: number, last_loss: number|null,

@@ -33,17 +33,24 @@ class PlanTools:
         n_trials: int | None = None,
         search: Any = "grid",
         seed: int = 0,
+        *,
+        sampler: Any = None,
+        pruner: Any = None,
         **options: Any,
     ) -> Any:
         """Fit trials of this plan over ``space`` one after another (docs/sweeps.md):
         ``{path: [choices]}`` or ``{path: loguniform(lo, hi)}``; ``search`` is
-        ``"grid"``, ``"random"`` or an Optuna sampler. Every trial is checked before the
-        first fit; a trial whose run already finished is read, not retrained. Returns a
-        ``SweepResult``; ``options``: ``seeds``, ``objective``, ``direction``,
-        ``callbacks``, ``on_trial``."""
-        from ._sweep import run_sweep
+        ``"grid"``, ``"random"`` or an Optuna sampler (``sampler=`` says the same);
+        ``pruner``, an Optuna pruner, stops trials it prunes (their runs kept). Every
+        trial is checked before the first fit; a trial whose run already finished (or
+        was pruned) is read, not retrained. Returns a ``SweepResult``; ``options``:
+        ``seeds``, ``objective``, ``direction``, ``callbacks``, ``on_trial``."""
+        from ._sweep import run_sweep, sampler_search
 
-        return run_sweep(self, space, n_trials=n_trials, search=search, seed=seed, **options)
+        search = sampler_search(search, sampler)
+        return run_sweep(
+            self, space, n_trials=n_trials, search=search, seed=seed, pruner=pruner, **options
+        )
 
     def preflight(self, **kwargs: Any) -> Any:
         """``nnx_lab.preflight`` on the model ``fit()`` would build (docs/health.md):

@@ -19,7 +19,7 @@ from ..runs import resolve_runs_root
 from ._problems import PlanError, Problem, Problems, json_safe
 from ._sweep_space import SweepSpace, check_count
 
-__all__ = ["SweepResult", "SweepTrial", "plan_trials", "run_sweep"]
+__all__ = ["SweepResult", "SweepTrial", "plan_trials", "read_done", "run_sweep", "sampler_search"]
 
 SEEDS = ("per_trial", "same")
 
@@ -65,12 +65,15 @@ class SweepTrial:
 
 @dataclass
 class SweepResult:
-    """The trials in order, the space and the objective (``"val.loss"``, ``"min"``)."""
+    """The trials in order, the space and the objective (``"val.loss"``, ``"min"``);
+    ``study``: the Optuna study of an Optuna search (its trials' states and reported
+    values), else None."""
 
     trials: list[SweepTrial]
     space: SweepSpace
     objective: str
     direction: str
+    study: Any = field(default=None, repr=False)
 
     def done(self) -> list[SweepTrial]:
         return [t for t in self.trials if t.status in ("finished", "reused")]
@@ -116,6 +119,21 @@ class SweepResult:
         }
 
 
+def sampler_search(search: Any, sampler: Any) -> Any:
+    """``sampler=`` is ``search=`` spelled for an Optuna sampler; both at once is refused."""
+    if sampler is None:
+        return search
+    if search != "grid":
+        raise ConfigError(
+            "sampler", sampler, f"pass the sampler once: search={search!r} was given too"
+        )
+    if not hasattr(sampler, "sample_independent"):
+        raise ConfigError(
+            "sampler", sampler, "pass an Optuna sampler (optuna.samplers.TPESampler(seed=0))"
+        )
+    return sampler
+
+
 def _trial_plan(base: Any, values: Mapping[str, Any], seed: int | None) -> Any:
     plan = base.with_values(dict(values))
     return plan if seed is None else plan.with_seed(seed)
@@ -134,11 +152,26 @@ def _checked(plan: Any, index: int, values: Mapping[str, Any]) -> None:
 
 
 def plan_trials(
-    base: Any, space: Any, n_trials: Any, search: Any, seed: int, seeds: str
+    base: Any,
+    space: Any,
+    n_trials: Any,
+    search: Any,
+    seed: int,
+    seeds: str,
+    pruner: Any = None,
 ) -> tuple[SweepSpace, Iterator[tuple[dict[str, Any], int]], Any]:
     """The checked space, an iterator of ``(values, trial seed)``, and the sampler that
     is told each result (None for grid and random). A grid or random search is drawn
     and every trial plan validated here, before anything runs."""
+    optuna_search = hasattr(search, "sample_independent")
+    if pruner is not None and not (optuna_search and hasattr(pruner, "prune")):
+        raise ConfigError(
+            "pruner",
+            pruner,
+            "pass an Optuna pruner (optuna.pruners.MedianPruner()) with an Optuna sampler "
+            "as search (optuna.samplers.TPESampler(seed=0)); grid and random searches "
+            "do not prune",
+        )
     checked = SweepSpace.of(space)
     n = check_count(n_trials)
     if seeds not in SEEDS:
@@ -158,12 +191,12 @@ def plan_trials(
         drawn = checked.grid(n)
     elif search == "random":
         drawn = checked.random(n, seed)
-    elif hasattr(search, "sample_independent"):  # an Optuna sampler: imported only then
+    elif optuna_search:  # an Optuna sampler: imported only then
         from ._sweep_optuna import OptunaSearch
 
         if n is None:
             raise ConfigError("n_trials", None, "an Optuna search needs n_trials, e.g. 12")
-        opt = OptunaSearch(search, checked, n)
+        opt = OptunaSearch(search, checked, n, pruner)
         return checked, ((v, seed_of(i, v)) for i, v in enumerate(opt.values())), opt
     else:
         raise ConfigError(
@@ -177,18 +210,27 @@ def plan_trials(
     return checked, iter(pairs), None
 
 
-def _read_finished(trial: SweepTrial, root: Any) -> bool:
-    """Fill ``trial`` from its run on disk if that run finished; the data is read, the
-    model is not trained."""
+def read_done(trial: SweepTrial, root: Any) -> Any:
+    """Fill ``trial`` from its run on disk if that run finished (``reused``) or was
+    stopped by a pruner (``pruned``); the log is read, the model is not trained. The
+    run (``NNRun``), or None when the trial is still to train."""
     from ..engine.run_handle import NNRun
     from ._execution import _final_metrics, existing_run
+    from ._sweep_optuna import PRUNED_REASON  # no optuna import: a constant
 
-    if existing_run(root, trial.run_id) != "finished":
-        return False
+    status = existing_run(root, trial.run_id)
+    if status not in ("finished", "stopped"):
+        return None
     run = NNRun.load(trial.run_id, root)
+    if status == "stopped" and run.metadata.get("stop_reason") != PRUNED_REASON:
+        return None  # stopped by hand: fit() refuses it, as any existing run
     trial.metrics = {s: dict(m.values) for s, m in _final_metrics(run).items()}
-    trial.status = "reused"
-    return True
+    trial.status = "reused" if status == "finished" else "pruned"
+    return run
+
+
+def _read_finished(trial: SweepTrial, root: Any) -> bool:
+    return read_done(trial, root) is not None
 
 
 def run_sweep(
@@ -201,20 +243,25 @@ def run_sweep(
     seeds: str = "per_trial",
     objective: str = "val.loss",
     direction: str = "min",
-    fit: Callable[[SweepTrial], Any] | None = None,
+    pruner: Any = None,
+    fit: Callable[[SweepTrial, list[Any]], Any] | None = None,
     on_trial: Callable[[SweepTrial, SweepResult], None] | None = None,
     callbacks: Iterable[Any] = (),
 ) -> SweepResult:
-    """Fit every trial one after another (``fit(trial)`` returns its ``FitResult``;
-    default ``trial.plan.fit(report=False)``); ``on_trial`` is called as each ends."""
+    """Fit every trial one after another (``fit(trial, sinks)`` returns its
+    ``FitResult``; default ``trial.plan.fit(report=False, callbacks=sinks)``, ``sinks``
+    being ``callbacks`` and the trial's pruning sink); ``on_trial`` is called as each
+    ends. ``pruner``: an Optuna pruner, with an Optuna sampler as ``search``."""
     if direction not in ("min", "max"):
         raise ConfigError("direction", direction, "pass 'min' or 'max'")
     if not isinstance(objective, str) or "." not in objective:
         raise ConfigError("objective", objective, "pass 'split.metric', e.g. 'val.loss'")
-    checked, pairs, sampler = plan_trials(base, space, n_trials, search, seed, seeds)
+    checked, pairs, sampler = plan_trials(base, space, n_trials, search, seed, seeds, pruner)
     result = SweepResult([], checked, objective, direction)
     callbacks = list(callbacks)
     for i, (values, s) in enumerate(pairs):
+        if sampler is not None:
+            result.study = sampler.study  # made when the first trial is asked for
         plan = _trial_plan(base, values, s)
         if sampler is not None:
             _checked(plan, i, values)
@@ -223,13 +270,23 @@ def run_sweep(
         try:
             trial.run_id = plan.expected_run_id()
             root = resolve_runs_root(plan.value("train.runs_root"))
-            if not _read_finished(trial, root):
-                out = fit(trial) if fit is not None else plan.fit(report=False, callbacks=callbacks)
+            done = read_done(trial, root)
+            if done is not None:
+                if sampler is not None:
+                    sampler.replay(done.epochs, objective, direction)
+            else:
+                prune = sampler.sink(objective, direction) if sampler is not None else None
+                sinks = [*callbacks, *([prune] if prune is not None else [])]
+                out = (
+                    fit(trial, sinks)
+                    if fit is not None
+                    else plan.fit(report=False, callbacks=sinks)
+                )
                 trial.run_id = out.run.id
                 trial.metrics = {k: dict(m.values) for k, m in out.metrics.items()}
-                trial.status = (
-                    "finished" if out.run.status.value == "finished" else (out.run.status.value)
-                )
+                trial.status = out.run.status.value
+                if trial.status == "stopped" and prune is not None and prune.pruned:
+                    trial.status = "pruned"
         except Exception as exc:  # a failed trial is recorded; the sweep goes on
             trial.status, trial.error = "failed", f"{type(exc).__name__}: {exc}"
         if sampler is not None:

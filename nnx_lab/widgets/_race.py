@@ -45,8 +45,9 @@ LANE_STATUSES = (
     "skipped",
 )
 TERMINAL = ("stopped", "finished", "failed", "interrupted", "skipped")
-# One colour per run, told apart at a glance: more runs would repeat colours.
-MAX_LANES = 8
+# One colour per run, told apart at a glance (js/monitor/race.js RACE_COLORS has as
+# many): more runs would repeat colours. 12: the sweep is one race.
+MAX_LANES = 12
 # Per run of a race: enough to draw an overlay (uPlot draws at most a few points per
 # pixel column); past it, rows merge in pairs as in the monitor's own series.
 LANE_POINTS = 20_000

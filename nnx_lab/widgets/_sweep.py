@@ -20,15 +20,24 @@ from anywidget import WidgetTrait
 from ..errors import ConfigError
 from ..plans import ExperimentPlan
 from ..plans._problems import json_safe
-from ..plans._sweep import SweepResult, SweepTrial, _read_finished, _trial_plan, plan_trials
+from ..plans._sweep import (
+    SweepResult,
+    SweepTrial,
+    _read_finished,
+    _trial_plan,
+    plan_trials,
+    sampler_search,
+)
 from ..plans._sweep_space import Distribution
 from ..runs import resolve_runs_root
 from ._base import NNxWidget
+from ._race import MAX_LANES
+from ._sweep_asked import TrialAsker
 
 __all__ = ["Sweep", "passes_brushes"]
 
 _METRICS = ("val.loss", "val.accuracy", "train.loss")
-_LANES = 8  # TrainingMonitor.race draws at most 8 runs
+_LANES = MAX_LANES  # TrainingMonitor.race draws at most 12 runs
 
 
 def passes_brushes(row: dict[str, Any], axes: list[dict[str, Any]], brushes: dict) -> bool:
@@ -88,11 +97,13 @@ class _TrialSink:
 
 class Sweep(NNxWidget):
     """``Sweep(plan, space, n_trials=None, search="grid", seed=0, *, seeds="per_trial",
-    objective="val.loss", direction="min", metrics=None, monitor=None, builder=None,
-    start=True)``: a grid or random search (``plan.sweep``'s arguments); Optuna
-    samplers are ``plan.sweep``'s only. ``monitor`` (a ``TrainingMonitor``, made if
-    None) races the trials; ``builder`` (a ``PlanBuilder``) receives "Branch from the
-    best". ``result`` is the ``SweepResult`` as far as it has gone."""
+    objective="val.loss", direction="min", pruner=None, metrics=None, monitor=None,
+    builder=None, start=True)``: ``plan.sweep``'s arguments: a grid, a random search or
+    an Optuna sampler (``search=`` or ``sampler=``), with an Optuna ``pruner``; an
+    Optuna trial's row appears when it is asked for (``_sweep_asked``). ``monitor`` (a
+    ``TrainingMonitor``, made if None) races the trials; ``builder`` (a
+    ``PlanBuilder``) receives "Branch from the best". ``result`` is the ``SweepResult``
+    as far as it has gone."""
 
     _bundle_name = "sweep"
     _page_traits = NNxWidget._page_traits | {"brushes", "selected"}
@@ -124,31 +135,30 @@ class Sweep(NNxWidget):
         seeds: str = "per_trial",
         objective: str = "val.loss",
         direction: str = "min",
+        sampler: Any = None,
+        pruner: Any = None,
         metrics: list[str] | None = None,
         monitor: Any = None,
         builder: Any = None,
         start: bool = True,
     ) -> None:
-        if search not in ("grid", "random"):
-            raise ConfigError(
-                "Sweep.search",
-                search,
-                "the widget runs 'grid' or 'random'; an Optuna sampler asks for each trial "
-                "after the last one ends: use plan.sweep(search=sampler)",
-            )
+        search = sampler_search(search, sampler)
         if direction not in ("min", "max"):
             raise ConfigError("Sweep.direction", direction, "pass 'min' or 'max'")
         if not isinstance(plan, ExperimentPlan):
             raise ConfigError("Sweep.plan", plan, "pass an ExperimentPlan")
-        checked, pairs, _ = plan_trials(plan, space, n_trials, search, seed, seeds)
+        checked, pairs, asker = plan_trials(plan, space, n_trials, search, seed, seeds, pruner)
         from ._monitor import TrainingMonitor
 
         self._own_monitor = monitor is None
         self._monitor = monitor if monitor is not None else TrainingMonitor()
         self._builder = builder
         self._result = SweepResult([], checked, objective, direction)
-        for i, (values, s) in enumerate(pairs):
-            self._result.trials.append(SweepTrial(i, dict(values), s, _trial_plan(plan, values, s)))
+        self._asker = None if asker is None else TrialAsker(self, plan, pairs, asker)
+        if asker is None:  # an Optuna search's trials are asked for as the race goes
+            for i, (values, s) in enumerate(pairs):
+                trial = SweepTrial(i, dict(values), s, _trial_plan(plan, values, s))
+                self._result.trials.append(trial)
         self._metrics = list(metrics) if metrics is not None else None
         self._by_run: dict[str, SweepTrial] = {}
         self._lock = threading.RLock()
@@ -188,6 +198,9 @@ class Sweep(NNxWidget):
     def _run(self) -> None:
         try:
             self.status = "running"
+            if self._asker is not None:
+                self._run_asked()
+                return
             pending = []
             for trial in self._result.trials:
                 trial.run_id = trial.plan.expected_run_id()
@@ -196,7 +209,7 @@ class Sweep(NNxWidget):
                     self._by_run[trial.run_id] = trial
                     pending.append(trial)
                 self._publish()
-            # a race draws 8 runs at most (one colour each): 8 trials a race, in turn
+            # a race draws 12 runs at most (one colour each): 12 trials a race, in turn
             for start in range(0, len(pending), _LANES):
                 chunk = pending[start : start + _LANES]
                 self._monitor.race({t.name: t.plan for t in chunk}, callbacks=[_TrialSink(self)])
@@ -219,6 +232,16 @@ class Sweep(NNxWidget):
         finally:
             self._publish()
             self.status = "finished"
+
+    def _run_asked(self) -> None:
+        """An Optuna search: races of 12 lanes whose plans are asked for in turn."""
+        n = self._asker.sampler.n_trials
+        for start in range(0, n, _LANES):
+            count = min(_LANES, n - start)
+            self._monitor.race(self._asker.plans(start, count), callbacks=[_TrialSink(self)])
+            self._monitor.wait()
+            if len(self._result.trials) < start + count:  # Stop skipped the rest
+                break
 
     # ------------------------------------------------------------------ display data
     def _axes(self) -> list[dict[str, Any]]:
@@ -303,7 +326,7 @@ class Sweep(NNxWidget):
             i
             for i in picked
             if not (0 <= i < len(trials))
-            or trials[i].status not in ("finished", "reused", "stopped")
+            or trials[i].status not in ("finished", "reused", "stopped", "pruned")
         ]
         if not picked or bad:
             raise ConfigError(

@@ -9,8 +9,13 @@ device; the rows stay there until the loop's next bulk read-back of its step rec
 
 Activations the network holds as modules (``nn.ReLU``, ``nn.ReLU6``, ``nn.GELU``) get
 forward hooks for the sampled step only, measuring the fraction of units no row of the
-batch switched on ("dead"). The probe changes no number of the run: with it or without
-it, the weights are bitwise the same (it only reads, and copies the weights).
+batch switched on ("dead"). Activations called as functions (``F.relu``, ``torch.relu``,
+``x.relu()``, ``F.relu6``, ``F.gelu``) are caught on that step only, by a
+``TorchFunctionMode`` entered by the network's own forward pre-hook and left by its
+forward hook, and attributed to the module whose forward called them
+(``block.relu()``: its first relu call, ``block.relu()#1`` its second); on
+unsampled steps no hook and no mode exist. The probe changes no number of the run:
+with it or without it, the weights are bitwise the same (it only reads, and copies the weights).
 
 Under ``distributed=`` only rank 0 is bound: its gradients are the synchronized ones.
 """
@@ -24,6 +29,8 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.nn import functional as F
+from torch.overrides import TorchFunctionMode
 
 from ...errors import ConfigError
 from ..events import HealthRecord, RunEnding, RunStarted, StepEnded, StepMetrics
@@ -32,6 +39,54 @@ __all__ = ["HealthProbe", "bind_probes", "first_problems"]
 
 # the input below which a unit is off (its gradient is zero, or nearly: GELU(-3) ~ 0.004)
 _OFF_BELOW: dict[type, float] = {nn.ReLU: 0.0, nn.ReLU6: 0.0, nn.GELU: -3.0}
+# the same activations called as functions: (the name they are shown by, threshold)
+_FUNCTIONS: dict[Any, tuple[str, float]] = {
+    F.relu: ("relu", 0.0),
+    torch.relu: ("relu", 0.0),
+    torch.relu_: ("relu", 0.0),
+    torch.Tensor.relu: ("relu", 0.0),
+    torch.Tensor.relu_: ("relu", 0.0),
+    F.relu6: ("relu6", 0.0),
+    F.gelu: ("gelu", -3.0),
+}
+
+
+def _alive(x: torch.Tensor, below: float) -> torch.Tensor:
+    """Per unit, whether any row switched it on: channels of an image batch (N, C, H,
+    W), else the last axis."""
+    on = x.detach() > below
+    if x.ndim == 4:
+        return on.any(dim=(0, 2, 3))
+    return on.reshape(-1, x.shape[-1]).any(dim=0)
+
+
+class _FunctionalActs(TorchFunctionMode):
+    """Active during one probed forward: each activation function's input, measured
+    and attributed to the innermost module in forward (kept by module hooks)."""
+
+    def __init__(self, probe: HealthProbe) -> None:
+        super().__init__()
+        self.probe = probe
+        self.stack: list[tuple[str, nn.Module]] = []
+        self.calls: dict[str, int] = {}
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None):
+        out = func(*args, **(kwargs or {}))
+        known = _FUNCTIONS.get(func)
+        if known is not None and self.stack and args:
+            name, mod = self.stack[-1]
+            x = args[0]
+            # an nn.ReLU module's own F.relu is measured by its module hook already
+            if type(mod) not in _OFF_BELOW and isinstance(x, torch.Tensor) and x.ndim >= 2:
+                base = f"{name or '<net>'}.{known[0]}()"
+                n = self.calls.get(base, 0)
+                self.calls[base] = n + 1
+                key = base + (f"#{n}" if n else "")
+                with torch.no_grad():
+                    # an in-place relu_ has already overwritten x: its output is the input
+                    # clipped at 0, which tells the same units apart for a threshold of 0
+                    self.probe._merge(key, _alive(x, known[1]))
+        return out
 
 
 class HealthProbe:
@@ -69,6 +124,7 @@ class HealthProbe:
         self._emit: Callable[[Any], None] | None = None
         self._tensors: list[tuple[str, str, str | None, torch.Tensor]] = []
         self._acts: list[tuple[str, nn.Module]] = []
+        self._net: nn.Module | None = None
         self.reset()
 
     def reset(self) -> None:
@@ -104,6 +160,7 @@ class HealthProbe:
         self._acts = [
             (name, m) for name, m in _modules(net) if self.dead_units and type(m) in _OFF_BELOW
         ]
+        self._net = net
         self._emit = emit
 
     # -- the sink ------------------------------------------------------------------------
@@ -155,9 +212,59 @@ class HealthProbe:
         params = [t[3] for t in self._tensors]
         with torch.no_grad():
             self._snapshot = torch._foreach_mul(params, 1.0) if params else []
-        if self._acts and not self._handles:
+        if self.dead_units and self._net is not None and not self._handles:
             self._alive = {}
             self._handles = [m.register_forward_hook(self._hook(n, m)) for n, m in self._acts]
+            self._handles += self._functional_hooks(self._net)
+
+    def _functional_hooks(self, net: nn.Module) -> list[Any]:
+        """Hooks for one probed forward: the root's pre-hook enters the mode (in
+        training, with gradients: the update's forward, not an evaluation), every
+        module's pre/post hooks keep the stack of modules in forward, the root's
+        forward hook leaves the mode."""
+        state: dict[str, Any] = {"mode": None}
+
+        def enter(mod: nn.Module, inputs: Any) -> None:
+            if state["mode"] is None and mod.training and torch.is_grad_enabled():
+                state["mode"] = _FunctionalActs(self)
+                state["mode"].__enter__()
+
+        def leave(mod: nn.Module, inputs: Any, output: Any) -> None:
+            mode, state["mode"] = state["mode"], None
+            if mode is not None:
+                mode.__exit__(None, None, None)
+
+        def push(name: str) -> Callable[..., None]:
+            def pre(mod: nn.Module, inputs: Any) -> None:
+                mode = state["mode"]
+                if mode is not None:
+                    mode.stack.append((name, mod))
+                    if name not in (n for n, _ in mode.stack[:-1]):  # a new forward of it
+                        prefix = f"{name or '<net>'}."
+                        for base in [b for b in mode.calls if b.startswith(prefix)]:
+                            if "." not in base[len(prefix) : -2]:
+                                del mode.calls[base]
+
+            return pre
+
+        def pop(mod: nn.Module, inputs: Any, output: Any) -> None:
+            mode = state["mode"]
+            if mode is not None and mode.stack:
+                mode.stack.pop()
+
+        handles = [net.register_forward_pre_hook(enter)]
+        for name, m in [("", net), *_modules(net)]:
+            handles.append(m.register_forward_pre_hook(push(name)))
+            handles.append(m.register_forward_hook(pop))
+        handles.append(net.register_forward_hook(leave))
+        return handles
+
+    def _merge(self, name: str, alive: torch.Tensor) -> None:
+        seen = self._alive.get(name)
+        if seen is None or seen.shape != alive.shape:
+            self._alive[name] = alive
+        else:  # accumulation: a unit any micro-batch switched on is alive
+            self._alive[name] = seen | alive
 
     def _hook(self, name: str, module: nn.Module) -> Callable[..., None]:
         below = _OFF_BELOW[type(module)]
@@ -169,17 +276,7 @@ class HealthProbe:
             if not isinstance(x, torch.Tensor) or x.ndim < 2:
                 return
             with torch.no_grad():
-                on = x.detach() > below
-                # units: channels of an image batch (N, C, H, W), else the last axis
-                if x.ndim == 4:
-                    alive = on.any(dim=(0, 2, 3))
-                else:
-                    alive = on.reshape(-1, x.shape[-1]).any(dim=0)
-                seen = self._alive.get(name)
-                if seen is None or seen.shape != alive.shape:
-                    self._alive[name] = alive
-                else:  # accumulation: a unit any micro-batch switched on is alive
-                    self._alive[name] = seen | alive
+                self._merge(name, _alive(x, below))
 
         return hook
 
@@ -200,7 +297,10 @@ class HealthProbe:
             snap = self._snapshot
             if snap is not None:
                 parts += torch._foreach_norm(snap)
-                parts += torch._foreach_norm(torch._foreach_sub(params, snap))
+                # the update, in place in the copy (no second full-size buffer):
+                # ‖w_before − w_after‖ is the update's norm
+                torch._foreach_sub_(snap, params)
+                parts += torch._foreach_norm(snap)
             dead = sorted(self._alive)
             parts += [1.0 - self._alive[n].float().mean() for n in dead]
             row = torch.stack([p.float() for p in parts])

@@ -203,3 +203,65 @@ def test_the_health_line_is_json(runs_root):
     health = [json.loads(x) for x in lines if '"health"' in x]
     assert health[0]["event"] == "health"
     assert health[0]["names"] == probe.records[0].names
+
+
+class _FunctionalNet(torch.nn.Module):
+    """Activations called as functions inside forward: no activation module to hook."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(8, 6)
+        self.block = _Block()
+        self.out = torch.nn.Linear(5, 3)
+
+    def forward(self, x):
+        return self.out(self.block(torch.nn.functional.relu(self.fc1(x))))
+
+
+class _Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(6, 5)
+
+    def forward(self, x):
+        return torch.nn.functional.gelu(self.fc(x)).relu()
+
+
+def test_activations_called_as_functions_are_measured_and_killed_by_a_bad_bias(runs_root):
+    from nnx_lab import NNModel
+
+    net = _FunctionalNet()
+    with torch.no_grad():
+        net.fc1.bias[:4] = -100.0  # 4 of fc1's 6 units never switch on
+        net.block.fc.bias.fill_(-100.0)  # every unit of the block is dead
+    m = NNModel(module=net)
+    probe = HealthProbe(every=1)
+    m.train(_params(runs_root, _loader(n=64)), callbacks=[probe])
+    first = probe.records[0]
+    # attributed to the module whose forward called them, numbered in call order
+    assert set(first.dead) == {"<net>.relu()", "block.gelu()", "block.relu()"}
+    assert first.dead["<net>.relu()"] == pytest.approx(4 / 6)
+    assert first.dead["block.gelu()"] == 1.0
+    assert first.dead["block.relu()"] == 1.0
+    assert len(probe.records) == 2  # every sampled step measures again
+
+
+def test_functional_hooks_exist_only_on_sampled_steps(runs_root):
+    from nnx_lab import NNModel
+
+    net = _FunctionalNet()
+    seen = []
+
+    class Spy:  # counts the hooks on the net at each step's end
+        def on_step_ended(self, event):
+            seen.append(len(net._forward_pre_hooks))
+
+    probe = HealthProbe(every=4)
+    NNModel(module=net).train(
+        _params(runs_root, _loader(n=320, batch=32)), callbacks=[probe, Spy()]
+    )
+    assert [r.step for r in probe.records] == [1, 4, 8]
+    assert all("<net>.relu()" in r.dead for r in probe.records)
+    # armed (hooked) only before steps 1, 4 and 8: none left after the run
+    assert len(net._forward_pre_hooks) == 0
+    assert seen.count(0) >= 6

@@ -142,8 +142,8 @@ def test_every_plan_is_checked_before_the_race_starts(monitor, base, tmp_path):
     assert monitor.runs == []
     with pytest.raises(TypeError, match="not an ExperimentPlan"):
         monitor.race({"x": "a plan?"})
-    with pytest.raises(ValueError, match="at most 8"):
-        monitor.race([base.with_seed(i) for i in range(9)])
+    with pytest.raises(ValueError, match="at most 12"):
+        monitor.race([base.with_seed(i) for i in range(13)])
 
 
 def test_a_single_fit_after_a_race_shows_one_run_again(monitor, base):
@@ -192,8 +192,8 @@ def test_compare_refuses_what_it_cannot_show(tmp_path):
         TrainingMonitor.compare("abc", runs_root=tmp_path / "runs")
     with pytest.raises(ValueError, match="at least one"):
         TrainingMonitor.compare([], runs_root=tmp_path / "runs")
-    with pytest.raises(ValueError, match="at most 8"):
-        TrainingMonitor.compare(["ab"] * 9, runs_root=tmp_path / "runs")
+    with pytest.raises(ValueError, match="at most 12"):
+        TrainingMonitor.compare(["ab"] * 13, runs_root=tmp_path / "runs")
     with pytest.raises(FileNotFoundError):
         TrainingMonitor.compare(["abcdef"], runs_root=tmp_path / "runs")
 

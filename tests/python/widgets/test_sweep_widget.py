@@ -128,7 +128,7 @@ def test_refusals_before_anything_runs(base, tmp_path):
         Sweep(base, {"train.optim.max_lr": [1e-3, -1.0]})
     with pytest.raises(ConfigError) as info:
         Sweep(base, {"train.optim.max_lr": loguniform(1e-4, 1e-1)}, search=object())
-    assert info.value.field == "Sweep.search"
+    assert info.value.field == "search"
     assert not (tmp_path / "runs").exists()
     sweep = Sweep(base, {"train.optim.max_lr": [1e-3]}, start=False)
     with pytest.raises(ConfigError, match=r"Sweep\.builder"):
@@ -149,13 +149,13 @@ def test_passes_brushes_rule():
     assert not passes_brushes({"values": {"a": [8]}, "metrics": {}}, axes, {"val.loss": [0, 1]})
 
 
-def test_more_trials_than_a_race_draws_go_eight_a_race(base):
+def test_more_trials_than_a_race_draws_go_twelve_a_race(base):
     monitor = TrainingMonitor()
-    lrs = [1e-3 * (i + 1) for i in range(10)]
+    lrs = [1e-3 * (i + 1) for i in range(14)]
     sweep = Sweep(base, {"train.optim.max_lr": lrs}, monitor=monitor)
     res = sweep.wait(180)
     assert sweep.error == ""
-    assert [t.status for t in res.trials] == ["finished"] * 10
+    assert [t.status for t in res.trials] == ["finished"] * 14
     assert all(r["metrics"].get("val.loss") is not None for r in sweep.trials)
-    assert sorted(monitor.results) == ["trial 8", "trial 9"]  # the last race's two
+    assert sorted(monitor.results) == ["trial 12", "trial 13"]  # the last race's two
     monitor.close()
