@@ -237,6 +237,9 @@ describe("a race draws each run's loss terms", () => {
     expect(view.lossChart.plot.series.slice(1).map((s) => s.label)).toEqual(["a", "b"]);
     expect(view.termsControl.hidden).toBe(true);
     expect(q("loss-chart").dataset.terms).toBe("");
+  });
+});
+
 describe("the race palette", () => {
   it("has one distinct colour for each of the kernel's 12 lanes", async () => {
     // MAX_LANES in nnx_lab/widgets/_race.py: a 12-trial sweep is one race
