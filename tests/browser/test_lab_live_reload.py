@@ -96,16 +96,21 @@ def _stop(lab: Lab, lab_root: Path) -> None:
     assert meta["status"] == "stopped"
 
 
+def _start(lab: Lab, lab_root: Path, name: str, source: str) -> None:
+    """Write, open and run the one-cell notebook ``name``, then save it."""
+    write_notebook(lab_root / name, [source])
+    lab.open_notebook(name)
+    lab.run_all()  # fit() returns at once: the run goes on in a thread
+    assert lab.tracebacks() == []
+    lab.save()  # the outputs with the widgets must be in the file to come back
+
+
 def test_the_playground_comes_back_after_reloads_and_goes_on_drawing(
     new_lab, jupyter_server: JupyterServer, lab_root: Path
 ):
-    write_notebook(lab_root / "playground_reload.ipynb", [PLAYGROUND])
     lab = new_lab()
     try:
-        lab.open_notebook("playground_reload.ipynb")
-        lab.run_all()  # fit() returns at once: the run (and the playground's draws) go on
-        assert lab.tracebacks() == []
-        lab.save()  # the outputs with the widgets must be in the file to come back
+        _start(lab, lab_root, "playground_reload.ipynb", PLAYGROUND)  # the draws go on
         seen = 0
         for attempt in range(RELOADS + 1):
             pg = lab.page.locator(".nnx-pg").first
@@ -160,13 +165,9 @@ _DRAWN = """c => {
 def test_the_health_heatmap_comes_back_after_reloads_and_goes_on(
     new_lab, jupyter_server: JupyterServer, lab_root: Path
 ):
-    write_notebook(lab_root / "health_reload.ipynb", [HEALTH])
     lab = new_lab()
     try:
-        lab.open_notebook("health_reload.ipynb")
-        lab.run_all()
-        assert lab.tracebacks() == []
-        lab.save()
+        _start(lab, lab_root, "health_reload.ipynb", HEALTH)
         seen = -1
         for attempt in range(RELOADS + 1):
             monitor = lab.page.locator(".nnx-monitor").first
