@@ -55,10 +55,12 @@ def alternate(kinds: dict[str, Callable[[int], float]], rounds: int) -> dict[str
     return times
 
 
-def report(times: dict[str, list[float]], baseline: str, target: float) -> dict[str, float]:
+def report(
+    times: dict[str, list[float]], baseline: str, target: float | None = None
+) -> dict[str, float]:
     """Print each kind's fastest and median time and its throughput against
-    ``baseline`` (baseline time / its time: above 1 is faster); returns the median
-    ratios."""
+    ``baseline`` (baseline time / its time: above 1 is faster), and ``target`` when one
+    is set; returns the median ratios."""
     base_best, base_med = min(times[baseline]), statistics.median(times[baseline])
     width = max(map(len, times))
     ratios = {}
@@ -68,7 +70,9 @@ def report(times: dict[str, list[float]], baseline: str, target: float) -> dict[
         if kind != baseline:
             ratios[kind] = base_med / med
             line += f"; throughput vs {baseline} {base_best / best:.3f} (fastest), "
-            line += f"{base_med / med:.3f} (median); target >= {target}"
+            line += f"{base_med / med:.3f} (median)"
+            if target is not None:
+                line += f"; target >= {target}"
         print(line)
     return ratios
 

@@ -12,21 +12,21 @@ The same trained-free MLP 784 -> 256 -> 10 over the same 20,000 random rows (bat
 
     python benchmarks/interpretation.py [--rounds 5] [--samples 24]
 
-Prints each kind's fastest and median seconds and the ratio raw / interpret from the
-fastest runs (the least disturbed by other work on the machine) and from the medians.
+Prints each kind's fastest and median seconds and the ratio raw / interpret (the
+throughput against raw, benchmarks/_compare.py's report) from the fastest runs (the
+least disturbed by other work on the machine) and from the medians.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
-import statistics
 import time
 
 os.environ["NNX_TQDM_DISABLE"] = "1"
 
 import torch
 import torch.nn.functional as F
+from _compare import alternate, bench_args, report  # benchmarks/ is on the path
 from torch.utils.data import DataLoader, TensorDataset
 
 from nnx_lab import NNModel, NNParams
@@ -52,14 +52,19 @@ def raw(net: torch.nn.Module, loader: DataLoader) -> torch.Tensor:
     return confusion.view(K, K)
 
 
+def timed(fn):
+    """``fn`` as a kind of ``alternate``: the round's seconds."""
+
+    def kind(_round: int) -> float:
+        t0 = time.perf_counter()
+        fn()
+        return time.perf_counter() - t0
+
+    return kind
+
+
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--samples", type=int, default=24)
-    ap.add_argument("--threads", type=int, default=None)
-    args = ap.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    args = bench_args(rounds=5, extra=lambda ap: ap.add_argument("--samples", type=int, default=24))
     torch.manual_seed(0)
     g = torch.Generator().manual_seed(0)
     X, y = torch.randn(20_000, 784, generator=g), torch.randint(0, K, (20_000,), generator=g)
@@ -72,20 +77,11 @@ def main() -> None:
         ),
     }
     same = torch.equal(torch.as_tensor(kinds["interpret"]()), kinds["raw"]())
-    times: dict[str, list[float]] = {k: [] for k in kinds}
-    order = list(kinds)
-    for r in range(args.rounds):
-        for kind in order if r % 2 == 0 else order[::-1]:
-            t0 = time.perf_counter()
-            kinds[kind]()
-            times[kind].append(time.perf_counter() - t0)
+    times = alternate({k: timed(fn) for k, fn in kinds.items()}, args.rounds)
     print(f"rows=20000 batch=512 samples_per_cell={args.samples} rounds={args.rounds}")
     print(f"the same confusion matrix: {same}")
-    for kind, ts in times.items():
-        print(f"{kind:>10}: fastest {min(ts):.3f} s, median {statistics.median(ts):.3f} s")
-    best = min(times["raw"]) / min(times["interpret"])
-    med = statistics.median(times["raw"]) / statistics.median(times["interpret"])
-    print(f"raw / interpret: {best:.3f} (fastest), {med:.3f} (median)")
+    # throughput vs raw = raw / interpret (of the fastest runs and of the medians)
+    report(times, baseline="raw")
 
 
 if __name__ == "__main__":

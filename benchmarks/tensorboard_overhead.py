@@ -15,48 +15,20 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import tempfile
 import time
 
-os.environ["NNX_TQDM_DISABLE"] = "1"
-
 import torch
-from torch.utils.data import DataLoader, TensorDataset
-
-from nnx_lab import (
-    Devices,
-    Losses,
-    Nets,
-    NNModel,
-    NNModelParams,
-    NNOptimParams,
-    NNParams,
-    NNTrainParams,
-    Optims,
-    TensorBoardCallback,
+from _sink_overhead import (  # benchmarks/ is on the path
+    large_loader,
+    print_alone,
+    print_ratios,
+    train_large,
+    with_and_without,
 )
+
+from nnx_lab import TensorBoardCallback
 from nnx_lab.runs import RunFinished, RunStarted, StepMetrics, StepRecord
-
-
-def train_once(loader: DataLoader, with_tb: bool) -> tuple[float, int]:
-    torch.manual_seed(0)
-    model = NNModel(
-        net_params=NNParams(input_dim=784, output_dim=10, hidden_dims=[512, 512]),
-        params=NNModelParams(net=Nets.FEED_FWD, device=Devices.CPU, loss=Losses.CROSS_ENTROPY),
-    )
-    with tempfile.TemporaryDirectory() as root:
-        callbacks = [TensorBoardCallback(os.path.join(root, "tb"))] if with_tb else []
-        params = NNTrainParams(
-            n_epochs=3,
-            train_loader=loader,
-            optim=NNOptimParams(name=Optims.ADAM, max_lr=1e-3, grad_clip_norm=1.0),
-            runs_root=os.path.join(root, "runs"),
-            progress=False,
-        )
-        t0 = time.perf_counter()
-        run = model.train(params=params, callbacks=callbacks)
-        return time.perf_counter() - t0, len(run.idps)
 
 
 def callback_cost_per_step(n_steps: int = 30_000, log_every: int = 50) -> float:
@@ -91,30 +63,17 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=20_000, help="training rows")
     args = parser.parse_args()
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
-    g = torch.Generator().manual_seed(0)
-    X = torch.randn(args.samples, 784, generator=g)
-    y = torch.randint(0, 10, (args.samples,), generator=g)
-    loader = DataLoader(TensorDataset(X, y), batch_size=128, shuffle=True)
-    train_once(loader, with_tb=False)  # warm-up
-    times: dict[bool, list[float]] = {False: [], True: []}
-    steps = 0
-    for r in range(args.rounds):
-        for with_tb in (False, True) if r % 2 == 0 else (True, False):
-            seconds, steps = train_once(loader, with_tb)
-            times[with_tb].append(seconds)
-            label = "tensorboard" if with_tb else "without    "
-            print(f"round {r + 1} {label}: {seconds:6.2f} s  {steps / seconds:7.1f} steps/s")
-    for name, pick in (("fastest", min), ("median", statistics.median)):
-        base, tb = pick(times[False]), pick(times[True])
-        print(
-            f"{name:8s} without {base:6.2f} s, with {tb:6.2f} s: throughput ratio {base / tb:.3f}"
+    loader = large_loader(args.samples)
+
+    def once(with_tb: bool) -> tuple[float, int]:
+        return train_large(
+            loader,
+            lambda root: [TensorBoardCallback(os.path.join(root, "tb"))] if with_tb else [],
         )
-    per_step = callback_cost_per_step()
-    step_time = min(times[False]) / steps
-    print(
-        f"callback alone: {per_step * 1e6:.1f} us per step, "
-        f"{100 * per_step / step_time:.3f}% of a {step_time * 1e3:.1f} ms training step"
-    )
+
+    times, steps = with_and_without(args.rounds, once, ("without    ", "tensorboard"))
+    print_ratios(times, "")
+    print_alone("callback", callback_cost_per_step(), min(times[False]) / steps)
 
 
 if __name__ == "__main__":
