@@ -24,6 +24,11 @@ def main(argv: list[str] | None = None) -> int:
     export.add_argument("--runs-root", required=True)
     export.add_argument("--checkpoint", default="last", choices=("last", "best"))
     export.add_argument("--archive", action="store_true", help="one zip file")
+    export.add_argument(
+        "--no-record",
+        action="store_true",
+        help="write nothing in the run folder (no bundles.json entry)",
+    )
     args = parser.parse_args(argv)
     from ._export import export_bundle  # after the arguments: --help needs no torch
 
@@ -34,6 +39,7 @@ def main(argv: list[str] | None = None) -> int:
             checkpoint=args.checkpoint,
             archive=args.archive,
             runs_root=args.runs_root,
+            record=not args.no_record,
         )
     except (NNxError, FileNotFoundError, ValueError) as exc:  # a refusal: its reason
         print(str(exc).splitlines()[0][:1000] if str(exc) else type(exc).__name__, file=sys.stderr)

@@ -209,13 +209,19 @@ def export_bundle(
     checkpoint: Checkpoints | str = "last",
     archive: bool = False,
     runs_root: str | os.PathLike[str] | None = None,
+    record: bool = True,
 ) -> Path:
     """Write run ``run_id``'s ``checkpoint`` (LAST or BEST) and the given calibrators and
     abstention policies as a bundle at ``path``: a folder, or one zip file with
     ``archive=True``. A checkpoint with training state gives a "resumable" bundle, a
-    weights-only one an "inference" bundle. Returns ``path``."""
+    weights-only one an "inference" bundle. Returns ``path``. With ``record=True`` the
+    export is also recorded in the run folder's ``bundles.json`` (the report reads it);
+    ``record=False`` writes nothing in the run folder (the runs panel's download, whose
+    bundle lives only in a temporary folder, uses it)."""
     if not isinstance(archive, bool):
         raise ConfigError("archive", archive, "pass True (one zip file) or False (a folder)")
+    if not isinstance(record, bool):
+        raise ConfigError("record", record, "pass True (record it in bundles.json) or False")
     type_ = coerce_enum(Checkpoints, checkpoint, "checkpoint")
     cals = _documents(calibrators, TemperatureCalibrator, "calibrators")
     pols = _documents(policies, AbstentionPolicy, "policies")
@@ -250,7 +256,8 @@ def export_bundle(
             "(NNX_MAX_BUNDLE_BYTES)",
         )
     files[MANIFEST_FILE] = _json_bytes(manifest)  # written last: the bundle is whole
-    entry = export_entry(ckpt, root, files, manifest, target, archive)  # for bundles.json
+    # for bundles.json
+    entry = export_entry(ckpt, root, files, manifest, target, archive) if record else None
     tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex[:8]}.tmp")
     try:
         (_write_zip if archive else _write_folder)(tmp, files)
@@ -262,7 +269,8 @@ def export_bundle(
         if os.path.lexists(tmp):
             with contextlib.suppress(OSError):
                 shutil.rmtree(tmp) if tmp.is_dir() else os.unlink(tmp)
-    record_export(run_path, entry)  # the run knows its bundle (its report shows it)
+    if entry is not None:
+        record_export(run_path, entry)  # the run knows its bundle (its report shows it)
     return target
 
 

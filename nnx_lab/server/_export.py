@@ -224,6 +224,7 @@ class BundleExports:
         argv = [
             sys.executable, "-m", "nnx_lab.bundles", "export", run_id, str(target),
             "--runs-root", str(folder.path), "--checkpoint", checkpoint, "--archive",
+            "--no-record",
         ]  # fmt: skip
         return ExportJob(
             run_id, argv, tmp, target, f"{ascii_name}\0{full_name}",
