@@ -9,6 +9,8 @@ import { axisDomain, axisLabel, axisValue, fromUnit, linePoints, passes } from "
 
 const SVG = "http://www.w3.org/2000/svg";
 const SIZE = { width: 640, height: 260, pad: 28 };
+// of an axis's height: a brush ending this close to an axis end takes the end
+const END_SNAP = 0.03;
 
 function svg(tag, attrs = {}) {
   const node = document.createElementNS(SVG, tag);
@@ -135,7 +137,9 @@ export class SweepView extends WidgetView {
     const ys = [drag.y0, this._svgY(root, ev)].map((y) => 1 - (Math.min(Math.max(y, pad), height - pad) - pad) / (height - 2 * pad));
     if (Math.abs(ys[0] - ys[1]) < 0.01) return;
     const d = domains[drag.axis];
-    const [a, b] = ys.map((u) => fromUnit(u, d));
+    // a drag that ends within a few pixels of an axis end takes the end itself (exactly,
+    // not its float image), so the highest or lowest trial and an end choice can be kept
+    const [a, b] = ys.map((u) => (u >= 1 - END_SNAP ? d.hi : u <= END_SNAP ? d.lo : fromUnit(u, d)));
     this.brush(axes[drag.axis].key, [Math.min(a, b), Math.max(a, b)]);
   }
 

@@ -79,6 +79,20 @@ describe("SweepView", () => {
     expect(m.get("brushes")).toEqual({});
   });
 
+  it("a drag ending at an axis end keeps that end exactly (the top choice, the highest trial)", () => {
+    const m = model();
+    view = new SweepView(m, el);
+    const domains = AXES.map((a) => axisDomain(a, ROWS));
+    // jsdom has no layout: a y in the event is the SVG's own y (pad 28, height 260)
+    view._drag = { axis: 1, y0: 130 };
+    view._endDrag(el.querySelector("svg"), { clientY: 29 }, AXES, domains); // a pixel below the top end
+    expect(m.get("brushes")["net.hidden_dims"][1]).toBe(1); // the top choice, exactly
+    expect(el.querySelector('polyline[data-trial="1"]').getAttribute("class")).not.toContain("nnx-sweep-out");
+    view._drag = { axis: 2, y0: 230 }; // from the bottom end of val.loss to its middle
+    view._endDrag(el.querySelector("svg"), { clientY: 140 }, AXES, domains);
+    expect(m.get("brushes")["val.loss"][0]).toBe(0.3); // the lowest loss, not its float image
+  });
+
   it("sends Compare and Branch from the best (the one selected trial, else the best)", () => {
     const m = model();
     view = new SweepView(m, el);
