@@ -66,10 +66,13 @@ export class SweepView extends WidgetView {
     const brushes = this.model.get("brushes") || {};
     const selected = new Set(this.model.get("selected") || []);
     const best = this.model.get("best");
-    const done = rows.filter((r) => r.status === "finished" || r.status === "reused").length;
+    // a pruned trial has ended too (its run is kept): it counts as done, and is named
+    const pruned = rows.filter((r) => r.status === "pruned").length;
+    const done = pruned + rows.filter((r) => r.status === "finished" || r.status === "reused").length;
     const shown = rows.filter((r) => passes(r, axes, brushes)).length;
     const objective = this.model.get("objective");
-    let head = `${done} of ${rows.length} trials done (${this.model.get("status")}); ${shown} shown`;
+    const ofWhich = pruned ? `, ${pruned} pruned` : "";
+    let head = `${done} of ${rows.length} trials done${ofWhich} (${this.model.get("status")}); ${shown} shown`;
     if (best >= 0 && rows[best]) head += `; best: trial ${best}, ${objective} ${fmt(rows[best].metrics[objective])}`;
     this.header.textContent = head;
     this.branchButton.disabled = !this.model.get("has_builder") || best < 0;

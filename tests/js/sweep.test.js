@@ -65,6 +65,12 @@ describe("SweepView", () => {
     expect(el.querySelector('[data-testid="header"]').textContent).toContain("best: trial 1");
   });
 
+  it("counts a pruned trial as done and says how many were pruned", () => {
+    const m = fakeModel({ axes: AXES, trials: [ROWS[0], { ...ROWS[1], status: "pruned" }, ROWS[2]], best: 0, objective: "val.loss", direction: "min", status: "running", brushes: {}, selected: [], has_builder: true, monitor: null, comparison: null, error: "" });
+    view = new SweepView(m, el);
+    expect(el.querySelector('[data-testid="header"]').textContent).toContain("2 of 3 trials done, 1 pruned (running)");
+  });
+
   it("brushes an axis and selects lines as page traits; greys the lines outside", () => {
     const m = model();
     view = new SweepView(m, el);
