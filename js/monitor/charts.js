@@ -7,7 +7,7 @@ import { Chart } from "../shared/chart.js";
 import { h, legend } from "../shared/dom.js";
 import { stepTicks, valueTicks } from "../shared/ticks.js";
 import { fmtInt, fmtStep, fmtValue } from "../shared/format.js";
-import { laneColor, laneSeries, laneSpecs, lanesKey, raceSteps, raceTermSpecs, raceTerms, raceTermsKey } from "./race.js";
+import { laneColor, laneSeries, laneSpecs, lanesKey, raceLrLines, raceLrSpecs, raceParts, racePartsKey, raceSteps, raceTermSpecs } from "./race.js";
 import { smoothLoss } from "./smoothing.js";
 import { taskView } from "./task.js";
 import { lrColumns, lrSeries, partsKey, stepParts, termColumns, termSeries } from "./terms.js";
@@ -42,15 +42,29 @@ function domItem(it) {
 }
 
 /**
- * The legends the page shows under the loss and the epoch chart: the run's lines, or
- * one colour per run of a race (under the loss chart, for every chart).
- * @param {MonitorView} v @returns {{loss: LegendItem[], epoch: LegendItem[]}}
+ * The legends the page shows under the charts: the run's lines, or one colour per run
+ * of a race (under the loss chart, for every chart); under the lr chart, each
+ * optimizer's line (a race's: once a run names its optimizers), else none.
+ * @param {MonitorView} v @returns {{loss: LegendItem[], epoch: LegendItem[], lr: LegendItem[]}}
  */
 export function legendsShown(v) {
-  if (v._lanes.length) return { loss: v._lanes.map((l, i) => ({ label: l.name, color: laneColor(i) })), epoch: [] };
+  if (v._lanes.length) {
+    // the lr chart's legend once a run names its optimizers: "<run> · <optimizer>" each
+    const found = v._racePartsFor === lanesKey(v._lanes) ? v._raceParts : null;
+    const lines = raceLrLines(v._lanes, found ? found.lrs : null);
+    const lr = lines.some((l) => l.key !== "lr") ? lines.map((l) => ({ label: l.label, color: laneColor(l.lane), dashed: Boolean(l.dash) })) : [];
+    return { loss: v._lanes.map((l, i) => ({ label: l.name, color: laneColor(i) })), epoch: [], lr };
+  }
   const parts = v._parts || { terms: [], lrs: [] };
   const terms = parts.terms.map((t) => ({ label: t.label, color: t.color }));
   return { loss: [...LOSS_LEGEND, ...terms], epoch: EPOCH_LEGEND, lr: parts.lrs.map((t) => ({ label: t.label, color: t.color })) };
+}
+
+/** The legend under the lr chart (legendsShown's lr), hidden when it has no item. @param {MonitorView} v */
+export function showLrLegend(v) {
+  const items = legendsShown(v).lr;
+  v.lrLegend.replaceChildren(...legend(items.map(domItem)).childNodes);
+  v.lrLegend.hidden = items.length === 0;
 }
 
 /**
@@ -112,8 +126,9 @@ export function makeCharts(v, lanes) {
   const race = lanes.length > 0;
   const parts = race ? { terms: [], lrs: [] } : v._parts;
   const terms = termSeries(parts, v.stackToggle.checked);
-  // a race's terms: what renderRaceSteps found for these runs (none before it looked)
-  const laneTerms = race && v._raceTermsFor === lanesKey(lanes) ? v._raceTerms : lanes.map(() => []);
+  // a race's terms and optimizers: what renderRaceSteps found for these runs (none before it looked)
+  const found = race && v._racePartsFor === lanesKey(lanes) ? v._raceParts : null;
+  const laneTerms = found ? found.terms : lanes.map(() => []);
   const lossSeries = race
     ? [...laneSpecs(lanes), ...raceTermSpecs(lanes, laneTerms)]
     : [
@@ -163,7 +178,7 @@ export function makeCharts(v, lanes) {
     xLabel: "step",
     yLabel: "lr",
     height: 180,
-    series: race ? laneSpecs(lanes, { width: 1.5 }) : lrSeries(parts),
+    series: race ? raceLrSpecs(raceLrLines(lanes, found ? found.lrs : null)) : lrSeries(parts),
     ...AXES,
     sync: v._syncKey,
     onCursor: (idx) => v._lossReadout(idx),
@@ -239,34 +254,35 @@ function renderParts(v, store) {
   v._parts = parts;
   v._partsKey = key;
   makeCharts(v, []);
-  const shown = legendsShown(v);
-  v.lossLegend.replaceChildren(...legend(shown.loss.map(domItem)).childNodes);
-  v.lrLegend.replaceChildren(...legend(shown.lr.map(domItem)).childNodes);
-  v.lrLegend.hidden = parts.lrs.length === 0;
+  v.lossLegend.replaceChildren(...legend(legendsShown(v).loss.map(domItem)).childNodes);
+  showLrLegend(v);
   v.termsControl.hidden = parts.terms.length === 0;
 }
 
 function renderRaceSteps(v) {
   const stores = v._raceStores();
-  const terms = raceTerms(v._lanes, stores);
+  const parts = raceParts(v._lanes, stores);
   const stacked = v.stackToggle.checked;
-  const key = raceTermsKey(v._lanes, terms, stacked);
-  if (key !== v._raceTermsKey) {
-    // a run's first terms (or the toggle): one dashed line per term in the run's colour
-    v._raceTerms = terms;
-    v._raceTermsFor = lanesKey(v._lanes);
-    v._raceTermsKey = key;
+  const key = racePartsKey(v._lanes, parts, stacked);
+  if (key !== v._racePartsKey) {
+    // a run's first terms or optimizers (or the toggle): a dashed line per term in the
+    // run's colour, an lr line per optimizer
+    v._raceParts = parts;
+    v._racePartsFor = lanesKey(v._lanes);
+    v._racePartsKey = key;
     makeCharts(v, v._lanes);
+    showLrLegend(v);
   }
-  const named = terms.flatMap((t, i) => t.map((x) => `${v._lanes[i].name} · ${x.label}`));
+  const named = parts.terms.flatMap((t, i) => t.map((x) => `${v._lanes[i].name} · ${x.label}`));
   v.termsControl.hidden = named.length === 0;
   v.lossFig.dataset.terms = named.join(",");
   v.lossFig.dataset.stacked = stacked && named.length ? "true" : "";
-  const { loss, lr } = raceSteps(v._lanes, stores, smoothingFactor(v), terms, stacked);
+  const { loss, lr } = raceSteps(v._lanes, stores, smoothingFactor(v), parts, stacked);
   v._race = { loss, lr };
   v.lossChart.setData(loss.x, loss.ys);
   v.lrChart.setData(lr.x, lr.ys);
   v.lrChart.setLogY(spansDecades(lr.ys));
+  v.lrFig.dataset.lines = lr.lines.map((l) => l.label).join(",");
   let total = 0;
   for (const lane of v._lanes) {
     const s = stores[laneSeries(lane).steps];

@@ -6,7 +6,7 @@ import { alignColumns } from "../shared/plot_values.js";
 import { h } from "../shared/dom.js";
 import { fmtInt, fmtValue } from "../shared/format.js";
 import { smoothLoss } from "./smoothing.js";
-import { stepParts, termColumns } from "./terms.js";
+import { stackColumns, stepParts } from "./terms.js";
 
 /**
  * One colour per run (distinct in light and dark themes); the kernel allows 12 runs
@@ -52,19 +52,23 @@ export function laneSpecs(lanes, extra = {}) {
 export const TERM_DASHES = [[6, 3], [2, 3], [8, 3, 2, 3], [4, 6]];
 
 /**
- * Each run's loss terms (`term.<name>`, `aux.<name>` columns of its step series), in the
- * order its kernel added them: a race draws each as a dashed line in the run's colour.
+ * Each run's named parts (terms.js stepParts of its step series), in the order its
+ * kernel added them: its loss terms (`term.<name>`, `aux.<name>`), drawn as dashed
+ * lines in the run's colour, and its optimizers' rates (`lr.<name>`, a Trainer run's),
+ * drawn as one lr line each.
  * @param {Lane[]} lanes @param {Record<string, any>} stores
- * @returns {{key: string, label: string}[][]}
+ * @returns {{terms: {key: string, label: string}[][], lrs: {key: string, label: string}[][]}}
  */
-export function raceTerms(lanes, stores) {
-  return lanes.map((lane) => stepParts(stores[laneSeries(lane).steps] || null).terms);
+export function raceParts(lanes, stores) {
+  const parts = lanes.map((lane) => stepParts(stores[laneSeries(lane).steps] || null));
+  return { terms: parts.map((p) => p.terms), lrs: parts.map((p) => p.lrs) };
 }
 
-/** What the race's charts are built for: rebuilt when the runs, their terms or the toggle change. */
-export function raceTermsKey(lanes, terms, stacked) {
-  const any = terms.some((t) => t.length);
-  return `${lanesKey(lanes)}#${terms.map((t) => t.map((x) => x.key).join(",")).join("|")}#${any && stacked ? "stacked" : ""}`;
+/** What the race's charts are built for: rebuilt when the runs, their parts or the toggle change. */
+export function racePartsKey(lanes, parts, stacked) {
+  const names = (per) => per.map((t) => t.map((x) => x.key).join(",")).join("|");
+  const any = parts.terms.some((t) => t.length);
+  return `${lanesKey(lanes)}#${names(parts.terms)}#${names(parts.lrs)}#${any && stacked ? "stacked" : ""}`;
 }
 
 /** The loss chart's term lines (after one line per run): "<run> · <term>", dashed, in the run's colour. */
@@ -80,31 +84,65 @@ export function raceTermSpecs(lanes, terms) {
 }
 
 /**
- * The step chart's data: each run's smoothed loss (and lr) on one shared x of steps;
- * with `terms` (raceTerms), each run's terms after every run's loss (as they are, or
- * stacked as running sums per run), so `loss.ys[i]` stays run i's loss.
- * @param {Lane[]} lanes @param {Record<string, import("../shared/store.js").ColumnStore>} stores
- * @param {number} smoothing @param {{key: string}[][] | null} terms @param {boolean} stacked
+ * The lr chart's lines: a run's one `lr`, or, for a run whose records name each
+ * optimizer's rate (a Trainer run, whose `lr` is empty), one line per optimizer,
+ * "<run> · <optimizer>" in the run's colour: the first solid, the next ones dashed.
+ * @param {Lane[]} lanes @param {{key: string}[][]} lrs  raceParts' lrs
+ * @returns {{lane: number, key: string, label: string, dash?: number[]}[]}
  */
-export function raceSteps(lanes, stores, smoothing, terms = null, stacked = false) {
+export function raceLrLines(lanes, lrs) {
+  return lanes.flatMap((lane, i) => {
+    const named = (lrs && lrs[i]) || [];
+    if (!named.length) return [{ lane: i, key: "lr", label: lane.name }];
+    return named.map((t, k) => ({
+      lane: i,
+      key: t.key,
+      label: `${lane.name} · ${t.key.slice(3)}`,
+      ...(k ? { dash: TERM_DASHES[(k - 1) % TERM_DASHES.length] } : {}),
+    }));
+  });
+}
+
+/** The lr chart's series specs of raceLrLines. */
+export function raceLrSpecs(lines) {
+  return lines.map((l) => ({ label: l.label, color: laneColor(l.lane), width: 1.5, ...(l.dash ? { dash: l.dash } : {}) }));
+}
+
+/**
+ * The step chart's data: each run's smoothed loss on one shared x of steps; with
+ * `parts` (raceParts), each run's terms after every run's loss, smoothed as its loss is
+ * (as they are, or stacked as running sums per run), so `loss.ys[i]` stays run i's loss;
+ * and the lr chart's lines (raceLrLines: each optimizer's rate where a run names them).
+ * @param {Lane[]} lanes @param {Record<string, import("../shared/store.js").ColumnStore>} stores
+ * @param {number} smoothing @param {{terms: {key: string}[][], lrs: {key: string}[][]} | null} parts
+ * @param {boolean} stacked
+ */
+export function raceSteps(lanes, stores, smoothing, parts = null, stacked = false) {
   const loss = [];
   const lr = [];
   const termParts = [];
+  const lines = raceLrLines(lanes, parts ? parts.lrs : null);
   lanes.forEach((lane, i) => {
     const s = stores[laneSeries(lane).steps];
-    const mine = (terms && terms[i]) || [];
+    const mine = (parts && parts.terms[i]) || [];
+    const myLines = lines.filter((l) => l.lane === i);
     if (!s || !s.length) {
       loss.push({ x: [], ys: [[]] });
-      lr.push({ x: [], ys: [[]] });
+      lr.push({ x: [], ys: myLines.map(() => []) });
       if (mine.length) termParts.push({ x: [], ys: mine.map(() => []) });
       return;
     }
     const x = s.column("step");
-    loss.push({ x, ys: [smoothLoss(s.column("loss"), s.column("n"), smoothing)] });
-    lr.push({ x, ys: [s.column("lr")] });
-    if (mine.length) termParts.push({ x, ys: termColumns(s, { terms: mine }, stacked) });
+    const n = s.column("n");
+    loss.push({ x, ys: [smoothLoss(s.column("loss"), n, smoothing)] });
+    lr.push({ x, ys: myLines.map((l) => s.column(l.key)) });
+    if (mine.length) {
+      // the terms beside the smoothed loss are smoothed the same way (0: as logged)
+      const smoothed = mine.map((t) => smoothLoss(s.column(t.key), n, smoothing));
+      termParts.push({ x, ys: stacked ? stackColumns(smoothed, s.length) : smoothed });
+    }
   });
-  return { loss: alignColumns([...loss, ...termParts]), lr: alignColumns(lr) };
+  return { loss: alignColumns([...loss, ...termParts]), lr: { ...alignColumns(lr), lines } };
 }
 
 /** Metric names of every run's epoch series: validation ones first. */

@@ -53,8 +53,11 @@ function raceLossReadout(v, idx) {
   v._lanes.forEach((lane, i) => {
     const loss = race.loss.ys[i][idx];
     if (loss !== undefined) parts.push(`${lane.name} ${Number.isFinite(loss) ? fmtValue(loss) : "non-finite"}`);
-    const r = race.lr.ys[i] ? race.lr.ys[i][idx] : undefined;
-    if (r !== undefined) lrs.push(`${lane.name} ${fmtValue(r)}`);
+  });
+  // each lr line by its name: the run's, or "<run> · <optimizer>" (race.js raceLrLines)
+  race.lr.lines.forEach((line, j) => {
+    const r = race.lr.ys[j] ? race.lr.ys[j][idx] : undefined;
+    if (r !== undefined) lrs.push(`${line.label} ${fmtValue(r)}`);
   });
   v.lossReadout.textContent = parts.join(" · ");
   v.lrReadout.textContent = lrs.join(" · ");

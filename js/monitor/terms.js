@@ -53,8 +53,14 @@ export function termSeries(parts, stacked) {
  */
 export function termColumns(store, parts, stacked) {
   const cols = parts.terms.map((t) => store.column(t.key));
-  if (!stacked) return cols;
-  const n = store.length;
+  return stacked ? stackColumns(cols, store.length) : cols;
+}
+
+/**
+ * Columns as running sums, as termColumns stacks them (a race stacks its smoothed terms).
+ * @param {ArrayLike<number>[]} cols @param {number} n  rows
+ */
+export function stackColumns(cols, n) {
   const out = [];
   let below = null;
   let seen = null;

@@ -6,7 +6,7 @@
 import { h } from "../shared/dom.js";
 import { PagedTable } from "../shared/table.js";
 import { SeriesView } from "../shared/series_view.js";
-import { buildCharts, makeCharts, renderSteps } from "./charts.js";
+import { buildCharts, makeCharts, renderSteps, showLrLegend } from "./charts.js";
 import { epochReadout, lossReadout } from "./readouts.js";
 import { composePng, maybeSnapshot } from "./export.js";
 import { renderEpochs } from "./epochs.js";
@@ -108,7 +108,7 @@ export class MonitorView extends SeriesView {
       this.raceTable.root.hidden = !race;
       this.lossLegend.hidden = race;
       this.termsControl.hidden = race || this._parts.terms.length === 0;
-      this.lrLegend.hidden = race || this._parts.lrs.length === 0;
+      showLrLegend(this); // a race's optimizers once renderSteps finds them, or the run's
       this.epochLegend.hidden = race;
       this.raceLegend.hidden = !race;
       this.raceLegend.replaceChildren(

@@ -1,6 +1,7 @@
 // The monitor's race mode: several runs on top of each other, one colour per run.
 import { afterEach, describe, expect, it } from "vitest";
 import { RACE_COLORS, bestAndLast, raceSummary } from "../../js/monitor/race.js";
+import { smoothLoss } from "../../js/monitor/smoothing.js";
 import { MonitorView } from "../../js/monitor/view.js";
 import { alignColumns, toPlotValues } from "../../js/shared/plot_values.js";
 import { byTestId, disposeView, epochColumns, fakeModel, op, settle, snapshot, stepColumns, testHost, update } from "./helpers.js";
@@ -228,6 +229,30 @@ describe("a race draws each run's loss terms", () => {
     expect(stacked.data[4][4]).toBeCloseTo(1 + 1 / 5, 5);
   });
 
+  it("smooths each term line as the run's loss is smoothed, and stacks the smoothed terms", async () => {
+    const model = fakeModel({ status: "finished", smoothing: 0.9, runs: [lane(0, "plain"), lane(1, "vae")] });
+    await shownWithTerms(model);
+    const u = view.lossChart.plot;
+    const steps = Array.from({ length: 10 }, (_, i) => i + 1);
+    const ones = Int32Array.from(steps, () => 1);
+    const kl = smoothLoss(Float32Array.from(steps, (s) => 1 / s), ones, 0.9);
+    const recon = smoothLoss(Float32Array.from(steps, () => 1), ones, 0.9);
+    expect(Array.from(u.data[4])).toEqual(Array.from(kl)); // "vae · kl", every point
+    expect(Array.from(u.data[3])).toEqual(Array.from(recon));
+    expect(u.data[4][4]).not.toBeCloseTo(1 / 5, 2); // not the raw value
+    // the run's loss line is smoothed by the same function
+    expect(Array.from(u.data[2])).toEqual(Array.from(smoothLoss(Float32Array.from(steps, (s) => 1 + 1 / s), ones, 0.9)));
+    // stacked: the running sums of the smoothed terms
+    q("stack-toggle").checked = true;
+    q("stack-toggle").dispatchEvent(new Event("change"));
+    const stacked = view.lossChart.plot;
+    for (let i = 0; i < 10; i++) expect(stacked.data[4][i]).toBeCloseTo(recon[i] + kl[i], 12);
+    // another smoothing redraws the terms with it; 0 draws them as logged
+    model.set("smoothing", 0);
+    await settle();
+    expect(Array.from(view.lossChart.plot.data[4]).map((x, i) => x - 1)).toEqual(Array.from(Float32Array.from(steps, (s) => 1 / s)));
+  });
+
   it("draws no term line and hides the toggle when no run has terms", async () => {
     const model = fakeModel({ status: "finished", smoothing: 0, runs: [lane(0, "a"), lane(1, "b")] });
     await raceShown(model, [
@@ -237,6 +262,78 @@ describe("a race draws each run's loss terms", () => {
     expect(view.lossChart.plot.series.slice(1).map((s) => s.label)).toEqual(["a", "b"]);
     expect(view.termsControl.hidden).toBe(true);
     expect(q("loss-chart").dataset.terms).toBe("");
+  });
+});
+
+describe("a race draws each optimizer's learning rate of a Trainer run", () => {
+  /** A Trainer run's step columns: no single lr (NaN), each optimizer's rate. */
+  function trainerColumns(from, to) {
+    const cols = stepColumns(from, to, (s) => 1 / s, () => NaN);
+    const steps = cols.step[1];
+    cols["lr.G"] = ["float32", steps.map((s) => (s <= 5 ? 1e-3 : 5e-4))];
+    cols["lr.D"] = ["float32", steps.map(() => 2e-3)];
+    return cols;
+  }
+
+  async function shownWithOptimizers(model) {
+    view = new MonitorView(model, el);
+    const hello = model.lastHello();
+    const ops = [
+      op("lane0.steps", 0, stepColumns(1, 10, (s) => 1 / s, () => 0.01)),
+      op("lane0.epochs", 0, epochColumns(1, 1)),
+      op("lane1.steps", 0, trainerColumns(1, 10)),
+      op("lane1.epochs", 0, epochColumns(1, 1)),
+    ];
+    const s = snapshot(hello.view, hello.req, 1, ops);
+    model.custom(s.content, s.buffers);
+    await settle();
+    return view;
+  }
+
+  it("draws one line per optimizer in the run's colour, named in the legend and the readout", async () => {
+    const model = fakeModel({ status: "finished", smoothing: 0, runs: [lane(0, "plain"), lane(1, "gan")] });
+    await shownWithOptimizers(model);
+    const u = view.lrChart.plot;
+    expect(u.series.slice(1).map((s) => s.label)).toEqual(["plain", "gan · G", "gan · D"]);
+    expect(u.series.slice(1).map((s) => s.stroke())).toEqual([RACE_COLORS[0], RACE_COLORS[1], RACE_COLORS[1]]);
+    expect(u.series[2].dash).toBeUndefined(); // the run's first optimizer solid
+    expect(u.series[3].dash).toEqual([6, 3]); // the next one dashed
+    expect(u.data[1][0]).toBeCloseTo(0.01, 6);
+    expect(u.data[2][0]).toBeCloseTo(1e-3, 6);
+    expect(u.data[2][9]).toBeCloseTo(5e-4, 6); // G's rate halved after step 5
+    expect(u.data[3][9]).toBeCloseTo(2e-3, 6);
+    expect(q("lr-chart").dataset.lines).toBe("plain,gan · G,gan · D");
+    const legendItems = [...q("lr-legend").querySelectorAll(".nnx-legend-item")];
+    expect(q("lr-legend").hidden).toBe(false);
+    expect(legendItems.map((n) => n.textContent)).toEqual(["plain", "gan · G", "gan · D"]);
+    expect(legendItems.map((n) => n.querySelector(".nnx-swatch").classList.contains("nnx-dashed"))).toEqual([false, false, true]);
+    view._lossReadout(9);
+    expect(view.lrReadout.textContent).toBe("step 10 · plain 0.01 · gan · G 5.00e-4 · gan · D 0.002");
+    // the loss chart is one line per run as before
+    expect(view.lossChart.plot.series.slice(1).map((s) => s.label)).toEqual(["plain", "gan"]);
+  });
+
+  it("keeps one lr line per run, and no lr legend, when no run names its optimizers", async () => {
+    const model = fakeModel({ status: "finished", smoothing: 0, runs: [lane(0, "a"), lane(1, "b")] });
+    await raceShown(model, [
+      [1, 5, (s) => 1 / s],
+      [1, 5, (s) => 2 / s],
+    ]);
+    expect(view.lrChart.plot.series.slice(1).map((s) => s.label)).toEqual(["a", "b"]);
+    expect(view.lrChart.plot.series.slice(1).map((s) => s.dash)).toEqual([undefined, undefined]);
+    expect(q("lr-legend").hidden).toBe(true);
+    view._lossReadout(0);
+    expect(view.lrReadout.textContent).toBe("step 1 · a 0.01 · b 0.01");
+  });
+
+  it("a single run after the race gets its own lr legend back", async () => {
+    const model = fakeModel({ status: "finished", smoothing: 0, runs: [lane(0, "plain"), lane(1, "gan")] });
+    await shownWithOptimizers(model);
+    model.set("runs", []);
+    await settle();
+    expect(view.lrChart.plot.series.slice(1).map((s) => s.label)).toEqual(["lr"]);
+    expect(q("lr-legend").hidden).toBe(true);
+    expect(q("lr-legend").textContent).toBe("");
   });
 });
 
