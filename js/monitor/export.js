@@ -9,6 +9,8 @@ import { TERMINAL } from "./header.js";
 import { resolveColor } from "../shared/theme.js";
 import { legendsShown } from "./charts.js";
 import { laneSeries } from "./race.js";
+import { smoothLoss } from "./smoothing.js";
+import { smoothingFactor } from "./toolbar.js";
 
 /** @typedef {import("./view.js").MonitorView} MonitorView */
 
@@ -180,7 +182,11 @@ export function exportCsv(v, which) {
 
 /**
  * A race's series in long form: one row per run and step (or epoch), the columns of
- * every run (a run without one has nan there), each in its own precision.
+ * every run, each in its own precision: a run's loss terms and optimizers' rates
+ * (`term.<name>`, `aux.<name>`, `lr.<name>`) are columns like the others, and a cell
+ * of a column the run does not have is empty (`nan` is a value the run logged). The
+ * steps add what the chart draws: `smoothed` (the run's loss) and `<term>:smoothed`
+ * for each term, by the smoothing shown.
  * @param {MonitorView} v @param {"steps"|"epochs"} which
  */
 export function raceCsv(v, which) {
@@ -193,22 +199,36 @@ export function raceCsv(v, which) {
     for (const f of csvFields(s, merged)) fields.set(f, (fields.get(f) ?? true) && s.column(f) instanceof Float32Array);
   }
   const names = [...fields.keys()];
+  /** @type {[string, (s: any) => ArrayLike<number> | null][]} the smoothed columns: name, of a run's store */
+  const derived = [];
+  if (which === "steps") {
+    const a = smoothingFactor(v);
+    const smooth = (key) => (s) => (s.has(key) ? Float32Array.from(smoothLoss(s.column(key), s.column("n"), a)) : null);
+    derived.push(["smoothed", smooth("loss")]);
+    for (const f of names) if (/^(term|aux)\.[^:]*$/.test(f)) derived.push([`${f}:smoothed`, smooth(f)]);
+  }
   const rows = held.reduce((n, [, s]) => n + s.length, 0);
   const runs = [];
   const ids = [];
-  const cols = names.map((f) => (fields.get(f) ? new Float32Array(rows) : new Float64Array(rows)));
+  const cols = [
+    ...names.map((f) => (fields.get(f) ? new Float32Array(rows) : new Float64Array(rows))),
+    ...derived.map(() => new Float32Array(rows)),
+  ];
+  const blanks = cols.map(() => new Uint8Array(rows));
   let k = 0;
   for (const [lane, s] of held) {
-    const src = names.map((f) => (s.has(f) ? s.column(f) : null));
+    const src = [...names.map((f) => (s.has(f) ? s.column(f) : null)), ...derived.map(([, of]) => of(s))];
     for (let i = 0; i < s.length; i++, k++) {
       runs.push(lane.name);
       ids.push(lane.run_id);
       src.forEach((c, j) => {
-        cols[j][k] = c ? c[i] : NaN;
+        if (c) cols[j][k] = c[i];
+        else blanks[j][k] = 1;
       });
     }
   }
-  return toCSV(["run", "run_id", ...names], [runs, ids, ...cols]);
+  const header = ["run", "run_id", ...names, ...derived.map(([name]) => name)];
+  return toCSV(header, [runs, ids, ...cols], [null, null, ...blanks]);
 }
 
 /**

@@ -51,14 +51,17 @@ export function float32Text(v) {
  * "nan" / "inf" / "-inf", so a reader can tell them from a missing value. A number is
  * written at the precision it was computed in: a Float32Array's values in the shortest
  * text that reads back as the same float32, others as JavaScript writes a double.
+ * `blanks` (per column, optional) marks the cells that have no value: they are empty.
  * @param {string[]} names @param {ArrayLike<any>[]} columns
+ * @param {(ArrayLike<number>|null)[] | null} [blanks]  1 where a cell is left empty
  */
-export function toCSV(names, columns) {
+export function toCSV(names, columns, blanks = null) {
   const n = columns.length ? columns[0].length : 0;
   const lines = [names.map(csvField).join(",")];
   const single = columns.map((col) => col instanceof Float32Array);
   for (let i = 0; i < n; i++) {
     const row = columns.map((col, j) => {
+      if (blanks && blanks[j] && blanks[j][i]) return "";
       const v = col[i];
       if (typeof v !== "number") return csvField(v);
       if (Number.isNaN(v)) return "nan";

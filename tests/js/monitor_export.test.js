@@ -1,6 +1,7 @@
 // The monitor's exports: what the screen shows, at the precision it was computed in.
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { drawLegend, legendLayout } from "../../js/monitor/export.js";
+import { smoothLoss } from "../../js/monitor/smoothing.js";
 import { MonitorView } from "../../js/monitor/view.js";
 import { float32Text, toCSV } from "../../js/shared/dom.js";
 import { byTestId, disposeView, epochColumns, fakeModel, op, settle, snapshot, stepColumns, testHost } from "./helpers.js";
@@ -100,9 +101,62 @@ describe("the monitor's CSV", () => {
     const model = fakeModel({ runs: [lane(0, "a"), lane(1, "b")] });
     await shown(model, { lanes: 2 });
     const rows = await saved("export-csv-steps");
-    expect(rows[0]).toEqual(["run", "run_id", "first", "step", "loss", "lr", "n", "bad"]);
+    expect(rows[0]).toEqual(["run", "run_id", "first", "step", "loss", "lr", "n", "bad", "smoothed"]);
     expect(rows).toHaveLength(7);
-    expect(rows[6]).toEqual(["b", "1".repeat(32), "3", "3", "0.33333334", "0.01", "1", "0"]);
+    expect(rows[6]).toEqual(["b", "1".repeat(32), "3", "3", "0.33333334", "0.01", "1", "0", expect.stringMatching(/^0\.\d{1,8}$/)]);
+  });
+
+  it("gives a race's terms and optimizers' rates their columns, empty where a run has none", async () => {
+    const model = fakeModel({ smoothing: 0.5, runs: [lane(0, "plain"), lane(1, "vae"), lane(2, "gan")] });
+    view = new MonitorView(model, el);
+    const hello = model.lastHello();
+    const vae = stepColumns(1, 3, (s) => 1 + 1 / s);
+    vae["term.recon"] = ["float32", [1, 1, 1]];
+    vae["term.kl"] = ["float32", [1, NaN, 1 / 3]]; // a step without its kl term
+    const gan = stepColumns(1, 2, (s) => 2 / s, () => NaN); // a Trainer run: no single lr
+    gan["lr.G"] = ["float32", [1e-3, 5e-4]];
+    gan["lr.D"] = ["float32", [2e-3, 2e-3]];
+    const ops = [
+      op("lane0.steps", 0, stepColumns(1, 2)),
+      op("lane1.steps", 0, vae),
+      op("lane2.steps", 0, gan),
+      ...[0, 1].map((i) => op(`lane${i}.epochs`, 0, epochColumns(1, 1))),
+      op("lane2.epochs", 0, epochColumns(1, 1, { val: false })), // no validation
+    ];
+    const s = snapshot(hello.view, hello.req, 1, ops);
+    model.custom(s.content, s.buffers);
+    await settle();
+    const rows = await saved("export-csv-steps");
+    const head = ["run", "run_id", "first", "step", "loss", "lr", "n", "bad", "term.recon", "term.kl", "lr.G", "lr.D", "smoothed", "term.recon:smoothed", "term.kl:smoothed"];
+    expect(rows[0]).toEqual(head);
+    expect(rows).toHaveLength(1 + 2 + 3 + 2);
+    const at = (row, name) => row[head.indexOf(name)];
+    const [plain1, , vae1, vae2, vae3, gan1, gan2] = rows.slice(1);
+    // a run without terms or optimizers: empty cells there, not "nan"
+    for (const name of ["term.recon", "term.kl", "lr.G", "lr.D", "term.recon:smoothed", "term.kl:smoothed"]) expect(at(plain1, name)).toBe("");
+    expect(at(plain1, "lr")).toBe("0.01");
+    // the terms as logged: a step without one is "nan", as the run logged it
+    expect([vae1, vae2, vae3].map((r) => at(r, "term.kl"))).toEqual(["1", "nan", "0.33333334"]);
+    expect(at(vae1, "lr.G")).toBe("");
+    // the smoothed terms are the chart's: the smoothing function of the logged values
+    const kl = smoothLoss(Float32Array.of(1, NaN, 1 / 3), null, 0.5);
+    expect([vae1, vae2, vae3].map((r) => at(r, "term.kl:smoothed"))).toEqual(["1", "nan", float32Text(Math.fround(kl[2]))]);
+    expect(Number(at(vae3, "term.kl:smoothed"))).not.toBeCloseTo(1 / 3, 3);
+    const loss = smoothLoss(Float32Array.of(2, 1.5, 4 / 3), null, 0.5);
+    expect(at(vae3, "smoothed")).toBe(float32Text(Math.fround(loss[2])));
+    // each optimizer's rate of the Trainer run, its single lr "nan" as logged (null)
+    expect([gan1, gan2].map((r) => [at(r, "run"), at(r, "lr"), at(r, "lr.G"), at(r, "lr.D"), at(r, "term.kl")])).toEqual([
+      ["gan", "nan", "0.001", "0.002", ""],
+      ["gan", "nan", "0.0005", "0.002", ""],
+    ]);
+    vi.restoreAllMocks();
+    const epochs = await saved("export-csv-epochs");
+    const val = epochs[0].indexOf("val.loss");
+    expect(epochs.slice(1).map((r) => [r[0], r[val]])).toEqual([
+      ["plain", "1"],
+      ["vae", "1"],
+      ["gan", ""], // a run without validation: empty, not nan
+    ]);
   });
 });
 
