@@ -8,10 +8,10 @@ import { h, legend } from "../shared/dom.js";
 import { stepTicks, valueTicks } from "../shared/ticks.js";
 import { fmtInt, fmtStep, fmtValue } from "../shared/format.js";
 import { laneColor, laneSeries, laneSpecs, lanesKey, raceLrLines, raceLrSpecs, raceParts, racePartsKey, raceSteps, raceTermSpecs } from "./race.js";
-import { smoothLoss } from "./smoothing.js";
+import { smoothingFactor, smoothLoss } from "./smoothing.js";
 import { taskView } from "./task.js";
 import { lrColumns, lrSeries, partsKey, stepParts, termColumns, termSeries } from "./terms.js";
-import { onZoom, setWindow, smoothingFactor } from "./toolbar.js";
+import { onZoom, setWindow } from "./toolbar.js";
 
 /** @typedef {import("./view.js").MonitorView} MonitorView */
 

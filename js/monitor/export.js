@@ -9,8 +9,7 @@ import { TERMINAL } from "./header.js";
 import { resolveColor } from "../shared/theme.js";
 import { legendsShown } from "./charts.js";
 import { laneSeries } from "./race.js";
-import { smoothLoss } from "./smoothing.js";
-import { smoothingFactor } from "./toolbar.js";
+import { smoothingFactor, smoothLoss } from "./smoothing.js";
 
 /** @typedef {import("./view.js").MonitorView} MonitorView */
 

@@ -28,3 +28,10 @@ export function smoothLoss(values, counts, a) {
   }
   return out;
 }
+
+/** @typedef {import("./view.js").MonitorView} MonitorView */
+
+/** The smoothing factor drawn: the slider's while it moves, else the kernel's. @param {MonitorView} v */
+export function smoothingFactor(v) {
+  return v._smoothingOverride ?? (Number(v.model.get("smoothing")) || 0);
+}

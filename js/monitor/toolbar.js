@@ -95,7 +95,3 @@ function onSmoothingInput(v) {
   }, SMOOTHING_REST_MS);
 }
 
-/** The smoothing factor drawn: the slider's while it moves, else the kernel's. @param {MonitorView} v */
-export function smoothingFactor(v) {
-  return v._smoothingOverride ?? (Number(v.model.get("smoothing")) || 0);
-}
