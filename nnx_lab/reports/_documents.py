@@ -169,26 +169,43 @@ def _refuse(name: str, obj: Any, fix: str) -> Any:
     return hook
 
 
+def _document(
+    value: Any,
+    name: str,
+    fix: str,
+    kind: DocumentType,
+    shape: Any,
+    noun: str,
+    plain: dict[str, Any] | None = None,
+) -> tuple[str, Any]:
+    """``(label, document)`` of a saved document passed as the path of its file (read
+    strictly through ``kind``: a file is data) or as an object whose ``to_json()`` record
+    (``plain``, where the caller has made it already) has ``kind``'s format; anything
+    else is refused with ``fix``."""
+    if isinstance(value, str | os.PathLike):
+        if not os.path.isfile(value):
+            raise ConfigError(name, str(value), f"no such {noun} file; {fix}")
+        return f"{name} ({os.path.basename(value)})", kind.load(value, shape)
+    if plain is None:
+        plain = _plain(value, name, fix)
+    if plain.get("format") != kind.format:
+        raise ConfigError(name, value, fix)
+    return name, check_shape(plain, shape, name, DocumentFileError)
+
+
 def _calibrator(i: int, value: Any, docs: Documents) -> None:
     name = f"calibrators[{i}]"
     fix = (
         "pass a TemperatureCalibrator, the path of one saved with .save(), or the "
         "CalibrationReport of calibrator.report(prediction, y, ...)"
     )
-    if isinstance(value, str | os.PathLike):
-        if not os.path.isfile(value):
-            raise ConfigError(name, str(value), f"no such calibrator file; {fix}")
-        docs.calibrators.append(
-            (f"{name} ({os.path.basename(value)})", CALIBRATOR.load(value, CalibratorFile))
-        )
-        return
-    plain = _plain(value, name, fix)
-    if "reliability_before" in plain:
+    plain = None if isinstance(value, str | os.PathLike) else _plain(value, name, fix)
+    if plain is not None and "reliability_before" in plain:
         docs.reports.append((name, check_shape(plain, _CalibrationReport, name, DocumentFileError)))
-    elif plain.get("format") == CALIBRATOR.format:
-        docs.calibrators.append((name, check_shape(plain, CalibratorFile, name, DocumentFileError)))
-    else:
-        raise ConfigError(name, value, fix)
+        return
+    docs.calibrators.append(
+        _document(value, name, fix, CALIBRATOR, CalibratorFile, "calibrator", plain)
+    )
 
 
 def _policy(i: int, value: Any, docs: Documents) -> None:
@@ -197,14 +214,7 @@ def _policy(i: int, value: Any, docs: Documents) -> None:
         "pass an AbstentionPolicy, the path of one saved with .save(), or the "
         "ThresholdSelection of select_threshold(...) (it adds the risk-coverage curve)"
     )
-    if isinstance(value, str | os.PathLike):
-        if not os.path.isfile(value):
-            raise ConfigError(name, str(value), f"no such policy file; {fix}")
-        docs.policies.append(
-            (f"{name} ({os.path.basename(value)})", POLICY.load(value, PolicyFile), None)
-        )
-        return
-    curve = getattr(value, "curve", None)
+    curve = None if isinstance(value, str | os.PathLike) else getattr(value, "curve", None)
     if curve is not None and callable(getattr(value, "require", None)):
         if not getattr(value, "ok", False):
             raise ConfigError(
@@ -220,10 +230,8 @@ def _policy(i: int, value: Any, docs: Documents) -> None:
         )
         docs.policies.append((name, policy, shape))
         return
-    plain = _plain(value, name, fix)
-    if plain.get("format") != POLICY.format:
-        raise ConfigError(name, value, fix)
-    docs.policies.append((name, check_shape(plain, PolicyFile, name, DocumentFileError), None))
+    label, policy = _document(value, name, fix, POLICY, PolicyFile, "policy")
+    docs.policies.append((label, policy, None))
 
 
 def documents(calibrators: Any, policies: Any) -> Documents:

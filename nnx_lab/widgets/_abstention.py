@@ -31,13 +31,14 @@ from ._abstention_sides import (
     side_of,
 )
 from ._base import NNxWidget
+from ._page_messages import ExplorerMessages
 from ._tables import Table
 from ._transport import SeriesTransport
 
 __all__ = ["AbstentionExplorer"]
 
 
-class AbstentionExplorer(NNxWidget):
+class AbstentionExplorer(ExplorerMessages, NNxWidget):
     """The risk-coverage curve of a classifier's confidence, a threshold slider with
     its operating point, coverage / risk / accepted / abstained, the most confident
     mistakes and the rows the threshold declines; Save writes the policy (JSON).
@@ -377,18 +378,7 @@ class AbstentionExplorer(NNxWidget):
             self._transport.request_flush()
 
     # ------------------------------------------------------------------ messages
-
-    def _on_hello(self, content: dict[str, Any], _buffers: list[Any]) -> None:
-        self._transport.snapshot(str(content.get("view", "")), int(content.get("req", 0)))
-
-    def _on_save(self, _content: dict[str, Any], _buffers: list[Any]) -> None:
-        try:
-            self.save()
-            self.error = ""
-        except (ConfigError, OSError) as exc:  # a refusal, not a crash: no traceback
-            self.show_error(f"{type(exc).__name__}: {exc}")
-        finally:
-            self.revision += 1
+    # hello and save: ExplorerMessages (_page_messages.py)
 
     # ------------------------------------------------------------------ the policy
 

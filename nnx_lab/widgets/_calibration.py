@@ -22,6 +22,7 @@ from ..calibration import (
 )
 from ..errors import ConfigError
 from ._base import NNxWidget
+from ._page_messages import ExplorerMessages
 from ._tables import Table
 from ._temperature import SweepPoint, TemperatureSweep
 from ._transport import SeriesTransport
@@ -84,7 +85,7 @@ def _prediction_of(source: Any, X: Any, spec: Any, model_id: Any) -> tuple[Any, 
     return prediction, check_text(model_id, "model_id")  # type: ignore[return-value]
 
 
-class CalibrationExplorer(NNxWidget):
+class CalibrationExplorer(ExplorerMessages, NNxWidget):
     """A reliability diagram, a confidence histogram and NLL / Brier / ECE of a
     prediction, live under a temperature slider; a Fit button that sets the temperature
     minimizing the NLL (``nnx_lab.calibration.fit_temperature``); Save writes the fitted
@@ -294,24 +295,13 @@ class CalibrationExplorer(NNxWidget):
             self._transport.request_flush()
 
     # ------------------------------------------------------------------ messages
-
-    def _on_hello(self, content: dict[str, Any], _buffers: list[Any]) -> None:
-        self._transport.snapshot(str(content.get("view", "")), int(content.get("req", 0)))
+    # hello and save: ExplorerMessages (_page_messages.py)
 
     def _on_fit(self, _content: dict[str, Any], _buffers: list[Any]) -> None:
         try:
             self.fit()
         except CalibrationFitError:
             pass  # fit_message says why; nothing else changed
-        finally:
-            self.revision += 1
-
-    def _on_save(self, _content: dict[str, Any], _buffers: list[Any]) -> None:
-        try:
-            self.save()
-            self.error = ""
-        except (ConfigError, OSError) as exc:  # a refusal, not a crash: no traceback
-            self.show_error(f"{type(exc).__name__}: {exc}")
         finally:
             self.revision += 1
 

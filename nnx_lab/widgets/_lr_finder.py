@@ -36,6 +36,7 @@ from ._lr_finder_inputs import (
     sweep_series,
 )
 from ._lr_finder_link import LR_PATH, PlanLink
+from ._page_messages import RunMessages
 from ._plan_builder import PlanBuilder
 from ._protocol import STATUSES
 from ._transport import SeriesTransport
@@ -51,7 +52,7 @@ def _lr_text(value: float | None) -> str:
     return "none" if value is None else f"{value:.3g}"
 
 
-class LRFinderWidget(PlanLink, NNxWidget):
+class LRFinderWidget(PlanLink, RunMessages, NNxWidget):
     """An LR sweep drawn live; pick a learning rate on the curve and use it.
 
     ``LRFinderWidget(plan)`` sweeps the model an ``ExperimentPlan`` would fit
@@ -366,17 +367,7 @@ class LRFinderWidget(PlanLink, NNxWidget):
         self.points = self._series.total
 
     # ------------------------------------------------------------------ front end
-
-    def _on_hello(self, content: dict[str, Any], buffers: list[Any]) -> None:
-        """A view was (re)rendered or lost track: send it the whole curve, in chunks."""
-        view = content.get("view")
-        req = content.get("req", 0)
-        if not isinstance(view, str) or not view or not isinstance(req, int):
-            raise ValueError(f"a hello without a view id: {content!r}; reload the page")
-        self._transport.snapshot(view, req)
-
-    def _on_stop(self, content: dict[str, Any], buffers: list[Any]) -> None:
-        self.stop()
+    # hello and stop: RunMessages (_page_messages.py)
 
     def _action(self, action: Callable[[], Any]) -> None:
         """A button: a refusal is a one-line message under the widget."""

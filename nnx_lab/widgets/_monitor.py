@@ -46,6 +46,7 @@ from ._monitor_series import (
     step_series,
 )
 from ._monitor_text import MonitorText
+from ._page_messages import RunMessages
 from ._protocol import STATUSES
 from ._race import LaneHost, RaceLane
 from ._transport import SeriesTransport
@@ -90,6 +91,7 @@ class TrainingMonitor(
     MonitorReport,
     MonitorHealth,
     MonitorLanes,
+    RunMessages,
     NNxWidget,
 ):
     """Live charts and counters of a training run, in JupyterLab or a notebook.
@@ -412,17 +414,6 @@ class TrainingMonitor(
                 self._publish_lanes()
 
     # ------------------------------------------------------------------ front end
-
-    def _on_hello(self, content: dict[str, Any], buffers: list[Any]) -> None:
-        """A view was (re)rendered or lost track: send it everything, in chunks."""
-        view = content.get("view")
-        req = content.get("req", 0)
-        if not isinstance(view, str) or not view or not isinstance(req, int):
-            raise ValueError(f"a hello without a view id: {content!r}; reload the page")
-        self._transport.snapshot(view, req)
-
-    def _on_stop(self, content: dict[str, Any], buffers: list[Any]) -> None:
-        self.stop()
 
     def stop(self, reason: str = "stop requested from the monitor") -> None:
         """Ask the run to stop after its current step (the Stop button does this).

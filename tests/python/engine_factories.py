@@ -99,11 +99,19 @@ def runs_in(root) -> list:
 def shipped_documents(model):
     """A temperature calibrator and an abstention policy fitted on ``model`` (the
     documents a bundle and a report carry), for three classes a, b, c."""
+    cal, selection = fitted_documents(model)
+    return cal, selection.require()
+
+
+def fitted_documents(model, *, risk_ceiling=1.0, rows=data):
+    """A temperature calibrator and a threshold selection (``risk_ceiling``) fitted on
+    ``model`` for three classes a, b, c, on 256 training and 256 validation rows of
+    ``rows`` (``data``'s signature)."""
     from nnx_lab import ProbabilitySpec
     from nnx_lab.abstention import select_threshold
     from nnx_lab.calibration import fit_temperature, model_fingerprint
 
-    X, y, Xv, yv = data(n_train=256, n_val=256)
+    X, y, Xv, yv = rows(n_train=256, n_val=256)
     spec = ProbabilitySpec("categorical", labels=("a", "b", "c"))
     mid = model_fingerprint(model)
     cal = fit_temperature(
@@ -114,12 +122,12 @@ def shipped_documents(model):
         train_split_id="train",
         test_split_id="test",
     ).require()
-    pol = select_threshold(
+    selection = select_threshold(
         model.predict_proba(Xv, spec).probabilities,
         yv,
-        risk_ceiling=1.0,
+        risk_ceiling=risk_ceiling,
         split_id="val",
         labels=("a", "b", "c"),
         model_id=mid,
-    ).require()
-    return cal, pol
+    )
+    return cal, selection

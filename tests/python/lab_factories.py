@@ -1,10 +1,13 @@
 """Builders for the runs panel's server tests (torch-free): requests to a running
-Jupyter server, and run folders written by hand, as a colleague's shared folder holds
-them."""
+Jupyter server, run folders written by hand, as a colleague's shared folder holds them,
+and real runs trained for a test (the engine imported only then)."""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from urllib.parse import urlencode
 
@@ -56,6 +59,40 @@ def fake_run(root: Path, run_id: str, meta=None, log_lines=(), raw_log: bytes | 
     elif log_lines:
         (path / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in log_lines))
     return path
+
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def trained_run(root: Path, **kw):
+    """A finished run of ``engine_factories``' model under ``root``; ``kw`` are more
+    ``train_params`` fields. The engine (torch) is imported here, when a test trains."""
+    import engine_factories as f
+
+    return f.model().train(f.train_params(str(root), **kw))
+
+
+def runs_key(api) -> str:
+    """The key the server gives the runs folder ``<root>/runs``."""
+    return next(f["key"] for f in api("runs")[1]["folders"] if f["label"] == "runs")
+
+
+def file_sizes(root: Path) -> list[tuple[str, int]]:
+    """Every path under ``root`` with its size: what a read-only request leaves alone."""
+    return sorted((str(p.relative_to(root)), p.stat().st_size) for p in root.rglob("*"))
+
+
+def torch_after(code: str) -> subprocess.CompletedProcess:
+    """Run ``code`` in a fresh interpreter on this checkout, which then prints the torch
+    modules it imported (``[]``: none) on stdout."""
+    tail = '\nprint(sorted(m for m in sys.modules if m == "torch" or m.startswith("torch.")))\n'
+    return subprocess.run(
+        [sys.executable, "-c", f"import sys\n{code}{tail}"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
 
 
 def step_line(i, loss=1.0):

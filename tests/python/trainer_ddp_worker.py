@@ -11,32 +11,17 @@ import json
 import os
 
 import torch
-from torch import nn
 from torch.utils.data import TensorDataset
+from trainer_factories import ac_model, ac_optims  # beside this script
 
 from nnx_lab import (
-    Losses,
     LossTerm,
-    NNModel,
-    NNModelParams,
-    NNOptimParams,
-    NNParamGroupSpec,
     NNTrainerParams,
     Objective,
     ObjectiveResult,
     Trainer,
     distributed,
 )
-
-
-class ActorCritic(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.actor = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1))
-        self.critic = nn.Linear(4, 1)
-
-    def forward(self, x):
-        return self.actor(x)
 
 
 class MaskedActorCritic(Objective):
@@ -72,15 +57,9 @@ def main() -> None:
     g = torch.Generator().manual_seed(0)
     X = torch.randn(args.n_train, 4, generator=g)
     train = TensorDataset(X, X.sum(1, keepdim=True))
-    torch.manual_seed(0)
-    model = NNModel(module=ActorCritic(), params=NNModelParams(loss=Losses.MEAN_SQUARED_ERROR))
+    model = ac_model(features=4, hidden=8)
     params = NNTrainerParams(
-        optims={
-            "actor": NNOptimParams(max_lr=1e-2, param_groups=[NNParamGroupSpec("actor.*")]),
-            "critic": NNOptimParams(
-                max_lr=1e-3, grad_clip_norm=0.5, param_groups=[NNParamGroupSpec("critic.*")]
-            ),
-        },
+        optims=ac_optims(),
         n_epochs=args.epochs,
         seed=5,
         train_loader=distributed.train_loader(train, batch_size=args.batch, seed=1),

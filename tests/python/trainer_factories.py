@@ -1,4 +1,5 @@
-"""A small GAN on a 2-D mixture of Gaussians for the Trainer's tests (§3.2)."""
+"""A small GAN on a 2-D mixture of Gaussians for the Trainer's tests (§3.2), and an
+actor-critic with one optimizer per player for its objective path."""
 
 from __future__ import annotations
 
@@ -73,6 +74,41 @@ def trainer_params(root, **kw):
     return NNTrainerParams(
         train_loader=mixture(), runs_root=str(root), progress=False, log_every=1, **kw
     )
+
+
+class ActorCritic(nn.Module):
+    """An actor and a critic on the same rows; ``hidden`` gives the actor a hidden
+    Tanh layer."""
+
+    def __init__(self, features: int = 2, hidden: int | None = None) -> None:
+        super().__init__()
+        if hidden is None:
+            self.actor = nn.Linear(features, 1)
+        else:
+            self.actor = nn.Sequential(nn.Linear(features, hidden), nn.Tanh(), nn.Linear(hidden, 1))
+        self.critic = nn.Linear(features, 1)
+
+    def forward(self, x):
+        return self.actor(x)
+
+
+def ac_model(features: int = 2, hidden: int | None = None, **kw):
+    """An ``ActorCritic`` from seed 0; ``kw`` are more ``NNModelParams`` fields."""
+    torch.manual_seed(0)
+    return NNModel(
+        module=ActorCritic(features, hidden),
+        params=NNModelParams(loss=Losses.MEAN_SQUARED_ERROR, **kw),
+    )
+
+
+def ac_optims(**kw):
+    """The actor's optimizer and the critic's (clipped); ``kw`` go to both."""
+    return {
+        "actor": NNOptimParams(max_lr=1e-2, param_groups=[NNParamGroupSpec("actor.*")], **kw),
+        "critic": NNOptimParams(
+            max_lr=1e-3, grad_clip_norm=0.5, param_groups=[NNParamGroupSpec("critic.*")], **kw
+        ),
+    }
 
 
 def steps(run):

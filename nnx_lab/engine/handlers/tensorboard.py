@@ -22,6 +22,7 @@ from typing import Any
 from ...errors import ConfigError
 from ...runs import EpochEnded, RunFinished, RunStarted, StepMetrics
 from ..sinks import Callback
+from .scalars import epoch_scalars, flat_scalars, step_scalars
 
 __all__ = ["TensorBoardCallback", "flat_scalars"]
 
@@ -36,28 +37,11 @@ def _writer_class() -> Any:
     return SummaryWriter
 
 
-def flat_scalars(value: Any, prefix: str) -> dict[str, float]:
-    """The numbers of a nested dict as ``{"prefix/a/b": x}``; None, text and booleans
-    are left out (a scalar chart has no point for them)."""
-    out: dict[str, float] = {}
-    stack = [(prefix, value)]
-    while stack:
-        where, node = stack.pop()
-        if isinstance(node, dict):
-            stack.extend((f"{where}/{k}", v) for k, v in node.items())
-        elif isinstance(node, int | float) and not isinstance(node, bool):
-            out[where] = float(node)
-    return out
-
-
 def _hparam(value: Any) -> Any:
     """What the HParams view can hold: a number, a bool, or text."""
     if isinstance(value, bool | int | float | str):
         return value
     return "none" if value is None else str(value)
-
-
-_SKIPPED = {"step", "epoch", "batch", "samples", "valid"}  # axes and counts, not values
 
 
 class TensorBoardCallback(Callback):
@@ -112,22 +96,12 @@ class TensorBoardCallback(Callback):
         if self.writer is None:
             return
         for record in event.records:
-            values = {k: v for k, v in record.__dict__.items() if k not in _SKIPPED}
-            self._scalars(flat_scalars(values, "step"), record.step)
+            self._scalars(step_scalars(record), record.step)
 
     def on_epoch_ended(self, event: EpochEnded) -> None:
         if self.writer is None:
             return
-        halves = {"train": event.train, "val": event.val or {}}
-        values = {
-            tag: v
-            for tag, v in flat_scalars(halves, "epoch").items()
-            if tag.rsplit("/", 1)[-1] not in _SKIPPED
-        }
-        if event.lr is not None:  # None: several optimizers (the Trainer's)
-            values["epoch/lr"] = float(event.lr)
-        if event.signal is not None:
-            values["epoch/signal"] = float(event.signal)
+        values = epoch_scalars(event)
         self._scalars(values, event.epoch)
         self._final = {t: v for t, v in values.items() if math.isfinite(v)}
 

@@ -25,13 +25,12 @@ from typing import Any
 from ...errors import ConfigError
 from ...runs import EpochEnded, RunFinished, RunStarted, StepMetrics
 from ..sinks import Callback
-from .tensorboard import flat_scalars
+from .scalars import epoch_scalars, step_scalars
 
 __all__ = ["WandbCallback"]
 
 _INSTALL = 'pip install "nnx-lab[wandb]"'
 _MODES = ("offline", "online", "disabled")
-_SKIPPED = {"step", "epoch", "batch", "samples", "valid"}  # axes and counts, not values
 
 
 def _wandb() -> Any:
@@ -117,22 +116,12 @@ class WandbCallback(Callback):
         if self.run is None:
             return
         for record in event.records:
-            values = {k: v for k, v in record.__dict__.items() if k not in _SKIPPED}
-            self.run.log(flat_scalars(values, "step"), step=record.step)
+            self.run.log(step_scalars(record), step=record.step)
 
     def on_epoch_ended(self, event: EpochEnded) -> None:
         if self.run is None:
             return
-        halves = {"train": event.train, "val": event.val or {}}
-        values = {
-            tag: v
-            for tag, v in flat_scalars(halves, "epoch").items()
-            if tag.rsplit("/", 1)[-1] not in _SKIPPED
-        }
-        if event.lr is not None:  # None: several optimizers (the Trainer's `lrs`)
-            values["epoch/lr"] = float(event.lr)
-        if event.signal is not None:
-            values["epoch/signal"] = float(event.signal)
+        values = epoch_scalars(event)
         # at the epoch's last step (W&B's step only grows), on the epoch axis
         self.run.log({**values, "epoch": event.epoch}, step=event.step)
         self._final = {t: v for t, v in values.items() if math.isfinite(v)}

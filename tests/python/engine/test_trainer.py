@@ -10,8 +10,17 @@ import json
 import pytest
 import torch
 import torch.nn.functional as F
-from torch import nn
-from trainer_factories import GAN, gan_model, gan_step, mixture, optims, steps, trainer_params
+from trainer_factories import (
+    GAN,
+    ac_model,
+    ac_optims,
+    gan_model,
+    gan_step,
+    mixture,
+    optims,
+    steps,
+    trainer_params,
+)
 
 from nnx_lab import (
     EDP,
@@ -20,7 +29,6 @@ from nnx_lab import (
     NNModel,
     NNModelParams,
     NNOptimParams,
-    NNParamGroupSpec,
     NNRun,
     NNSchedulerParams,
     NNTrainerParams,
@@ -233,16 +241,6 @@ def test_reporting_an_unknown_optimizer_names_the_ones_there_are(runs_root):
         Trainer(gan_model()).train(object(), trainer_step_fn=gan_step)
 
 
-class ActorCritic(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.actor = nn.Linear(2, 1)
-        self.critic = nn.Linear(2, 1)
-
-    def forward(self, x):
-        return self.actor(x)
-
-
 def _two_terms(net, batch, ctx):
     X, y = batch
     actor = ((net.actor(X) - y) ** 2).sum()
@@ -252,32 +250,18 @@ def _two_terms(net, batch, ctx):
     )
 
 
-def _ac_model():
-    torch.manual_seed(0)
-    return NNModel(module=ActorCritic(), params=NNModelParams(loss=Losses.MEAN_SQUARED_ERROR))
-
-
-def _ac_optims():
-    return {
-        "actor": NNOptimParams(max_lr=1e-2, param_groups=[NNParamGroupSpec("actor.*")]),
-        "critic": NNOptimParams(
-            max_lr=1e-3, grad_clip_norm=0.5, param_groups=[NNParamGroupSpec("critic.*")]
-        ),
-    }
-
-
 def test_an_objective_steps_every_optimizer_as_a_hand_written_loop_does(runs_root):
     data = mixture()
-    model = _ac_model()
+    model = ac_model()
     params = NNTrainerParams(
-        optims=_ac_optims(),
+        optims=ac_optims(),
         train_loader=data,
         runs_root=str(runs_root),
         progress=False,
         log_every=1,
     )
     run = Trainer(model).train(params, objective=Objective(_two_terms))
-    hand = _ac_model().net
+    hand = ac_model().net
     actor = torch.optim.Adam(hand.actor.parameters(), lr=1e-2)
     critic = torch.optim.Adam(hand.critic.parameters(), lr=1e-3)
     for X, y in data:
@@ -309,15 +293,11 @@ def test_an_objective_trains_under_bf16_as_a_hand_written_autocast_loop_does(run
     data = mixture()
 
     def model():
-        torch.manual_seed(0)
-        return NNModel(
-            module=ActorCritic(),
-            params=NNModelParams(loss=Losses.MEAN_SQUARED_ERROR, precision="bf16"),
-        )
+        return ac_model(precision="bf16")
 
     trained = model()
     params = NNTrainerParams(
-        optims=_ac_optims(), train_loader=data, runs_root=str(runs_root), progress=False
+        optims=ac_optims(), train_loader=data, runs_root=str(runs_root), progress=False
     )
     run = Trainer(trained).train(params, objective=Objective(_two_terms))
     assert run.config["model"]["precision"]["mode"] == "bf16"

@@ -10,15 +10,21 @@ import json
 import pytest
 import torch
 import torch.nn.functional as F
-from torch import nn
-from trainer_factories import gan_model, gan_step, mixture, optims, steps, trainer_params
+from trainer_factories import (
+    ActorCritic,
+    ac_model,
+    ac_optims,
+    gan_model,
+    gan_step,
+    mixture,
+    optims,
+    steps,
+    trainer_params,
+)
 
 from nnx_lab import (
     EDP,
-    Losses,
     LossTerm,
-    NNModel,
-    NNModelParams,
     NNOptimParams,
     NNParamGroupSpec,
     NNSchedulerParams,
@@ -30,16 +36,6 @@ from nnx_lab import (
 from nnx_lab.errors import ConfigError, NonFiniteLossError
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
-
-
-class ActorCritic(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.actor = nn.Linear(2, 1)
-        self.critic = nn.Linear(2, 1)
-
-    def forward(self, x):
-        return self.actor(x)
 
 
 def _mean_terms(net, batch, ctx):
@@ -60,20 +56,6 @@ def _one_term(net, batch, ctx):
     return ObjectiveResult([LossTerm("both", both, len(y))])
 
 
-def _model():
-    torch.manual_seed(0)
-    return NNModel(module=ActorCritic(), params=NNModelParams(loss=Losses.MEAN_SQUARED_ERROR))
-
-
-def _optims(**kw):
-    return {
-        "actor": NNOptimParams(max_lr=1e-2, param_groups=[NNParamGroupSpec("actor.*")], **kw),
-        "critic": NNOptimParams(
-            max_lr=1e-3, grad_clip_norm=0.5, param_groups=[NNParamGroupSpec("critic.*")], **kw
-        ),
-    }
-
-
 def _rows(n=60):
     g = torch.Generator().manual_seed(1)
     X = torch.randn(n, 2, generator=g)
@@ -86,7 +68,7 @@ def _batches(size, n=60):
 
 
 def _params(root, loader, **kw):
-    kw.setdefault("optims", _optims())
+    kw.setdefault("optims", ac_optims())
     return NNTrainerParams(
         train_loader=loader, runs_root=str(root), progress=False, log_every=1, **kw
     )
@@ -96,12 +78,12 @@ def _params(root, loader, **kw):
 def test_accumulating_two_batches_of_b_equals_one_batch_of_2b(tmp_path, terms):
     # 60 rows: windows of 12 + 12, 12 + 12 and a short last one of 12, against batches
     # of 24, 24 and 12
-    small = _model()
+    small = ac_model()
     run = Trainer(small).train(
         _params(tmp_path / "a", _batches(12), n_epochs=2, accumulation_steps=2),
         objective=Objective(terms),
     )
-    large = _model()
+    large = ac_model()
     Trainer(large).train(
         _params(tmp_path / "b", _batches(24), n_epochs=2), objective=Objective(terms)
     )
@@ -126,11 +108,11 @@ def test_accumulating_two_batches_of_b_equals_one_batch_of_2b(tmp_path, terms):
 
 
 def test_accumulation_is_exact_against_a_hand_written_two_optimizer_loop(tmp_path):
-    model = _model()
+    model = ac_model()
     Trainer(model).train(
         _params(tmp_path, _batches(12), accumulation_steps=2), objective=Objective(_mean_terms)
     )
-    hand = _model().net
+    hand = ac_model().net
     actor = torch.optim.Adam(hand.actor.parameters(), lr=1e-2)
     critic = torch.optim.Adam(hand.critic.parameters(), lr=1e-3)
     data = _batches(12)
@@ -155,14 +137,14 @@ def test_accumulation_is_exact_against_a_hand_written_two_optimizer_loop(tmp_pat
 def test_a_resume_with_accumulation_is_4_equal_2_plus_2_bit_for_bit(tmp_path):
     sched = {"critic": NNSchedulerParams(patience=0, factor=0.5, threshold=1.0)}
     kw = {"accumulation_steps": 2, "schedulers": sched}
-    whole = _model()
+    whole = ac_model()
     full = Trainer(whole).train(
         _params(tmp_path / "a", _batches(12), n_epochs=4, **kw), objective=Objective(_mean_terms)
     )
-    first = Trainer(_model()).train(
+    first = Trainer(ac_model()).train(
         _params(tmp_path / "b", _batches(12), n_epochs=2, **kw), objective=Objective(_mean_terms)
     )
-    resumed = _model()
+    resumed = ac_model()
     trainer = Trainer(resumed)
     second = trainer.train(
         _params(tmp_path / "b", _batches(12), n_epochs=2, resume_from_run_id=first.id, **kw),
@@ -199,9 +181,9 @@ class _NaNOn(Objective):
 def test_nonfinite_skip_skips_every_optimizers_step_counts_and_goes_on(tmp_path):
     data = _batches(12)
     objective = _NaNOn(data[2][0][0], nonfinite="skip")
-    skipped = _model()
+    skipped = ac_model()
     run = Trainer(skipped).train(_params(tmp_path / "a", data), objective=objective)
-    without = _model()
+    without = ac_model()
     Trainer(without).train(
         _params(tmp_path / "b", data[:2] + data[3:]), objective=Objective(_mean_terms)
     )
@@ -215,7 +197,7 @@ def test_nonfinite_skip_skips_every_optimizers_step_counts_and_goes_on(tmp_path)
     assert epoch["train"]["skipped_updates"] == 1
     assert run.config["objective"]["nonfinite"] == "skip"
     # "fail" (the default) stops before the update, naming the step
-    stopped = _model()
+    stopped = ac_model()
     before = {k: v.clone() for k, v in stopped.net.state_dict().items()}
     with pytest.raises(NonFiniteLossError, match="at step 1"):
         Trainer(stopped).train(_params(tmp_path / "c", data[2:]), objective=_NaNOn(data[2][0][0]))
@@ -281,7 +263,7 @@ def test_a_trainer_step_fn_sees_its_window_and_can_accumulate(runs_root):
 
 
 def test_nnx_accumulate_grad_batches_on_the_optimizers_is_taken_when_they_agree(runs_root):
-    params = _params(runs_root, _batches(12), optims=_optims(accumulate_grad_batches=3))
+    params = _params(runs_root, _batches(12), optims=ac_optims(accumulate_grad_batches=3))
     assert params.train_params().accumulation_steps == 3
     with pytest.raises(ConfigError, match="same accumulate_grad_batches"):
         NNTrainerParams(
@@ -296,7 +278,10 @@ def test_nnx_accumulate_grad_batches_on_the_optimizers_is_taken_when_they_agree(
         )
     with pytest.raises(ConfigError, match=r"NNTrainParams\.accumulation_steps"):
         _params(
-            runs_root, _batches(12), optims=_optims(accumulate_grad_batches=3), accumulation_steps=2
+            runs_root,
+            _batches(12),
+            optims=ac_optims(accumulate_grad_batches=3),
+            accumulation_steps=2,
         )
     with pytest.raises(ConfigError, match=r"NNTrainParams\.accumulation_steps"):
         _params(runs_root, _batches(12), accumulation_steps=0)
@@ -325,7 +310,7 @@ def test_the_trainer_fields_are_nntrainparams_own(runs_root):
     for name in set(mine) & set(theirs):
         assert mine[name].default == theirs[name].default, name
     with pytest.raises(ConfigError, match=r"NNTrainParams\.log_every"):
-        NNTrainerParams(optims=_optims(), log_every=0)
+        NNTrainerParams(optims=ac_optims(), log_every=0)
 
 
 def test_a_mid_epoch_stop_with_accumulation_resumes_bit_for_bit(tmp_path):
@@ -342,17 +327,17 @@ def test_a_mid_epoch_stop_with_accumulation_resumes_bit_for_bit(tmp_path):
                 self.control.request_stop("test stop")
 
     kw = {"accumulation_steps": 2}
-    whole = _model()
+    whole = ac_model()
     full = Trainer(whole).train(
         _params(tmp_path / "a", _batches(12), n_epochs=2, **kw), objective=Objective(_mean_terms)
     )
-    first = Trainer(_model()).train(
+    first = Trainer(ac_model()).train(
         _params(tmp_path / "b", _batches(12), n_epochs=2, **kw),
         objective=Objective(_mean_terms),
         callbacks=[StopAt()],
     )
     assert first.status.value == "stopped"
-    resumed = _model()
+    resumed = ac_model()
     trainer = Trainer(resumed)
     second = trainer.train(
         _params(tmp_path / "b", _batches(12), n_epochs=1, resume_from_run_id=first.id, **kw),
@@ -371,7 +356,7 @@ def test_a_health_probe_tags_an_objectives_tensors_with_their_optimizer(tmp_path
     from nnx_lab import HealthProbe
 
     probe = HealthProbe(every=2)
-    Trainer(_model()).train(
+    Trainer(ac_model()).train(
         _params(tmp_path, _batches(12), accumulation_steps=2),
         objective=Objective(_mean_terms),
         callbacks=[probe],

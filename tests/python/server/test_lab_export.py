@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import subprocess
 import sys
 import tempfile
 import textwrap
@@ -19,7 +18,10 @@ from pathlib import Path
 import lab_factories
 import pytest
 from lab_factories import fake_run as _fake_run
+from lab_factories import file_sizes as _files
+from lab_factories import runs_key as _key
 from lab_factories import step_line as _step
+from lab_factories import trained_run as _train
 from pytest_jupyter.jupyter_server import *  # noqa: F403 - the server fixtures, for this module only
 from tornado.httpclient import HTTPClientError
 from traitlets import TraitError
@@ -30,25 +32,8 @@ from nnx_lab.server import AUTH_RESOURCE, NNxLab, RunsService
 api, jp_server_config = lab_factories.api, lab_factories.jp_server_config
 no_env_root = lab_factories.no_env_root
 
-HERE = Path(__file__).resolve().parents[1]  # tests/python
-ROOT = HERE.parents[1]
 ID_A = "a" * 32
 ID_B = "b" * 32
-
-
-def _train(root: Path, **kw):
-    sys.path.insert(0, str(HERE))
-    import engine_factories as f
-
-    return f.model().train(f.train_params(str(root), **kw))
-
-
-def _key(api):
-    return next(f["key"] for f in api("runs")[1]["folders"] if f["label"] == "runs")
-
-
-def _files(root: Path) -> list[tuple[str, int]]:
-    return sorted((str(p.relative_to(root)), p.stat().st_size) for p in root.rglob("*"))
 
 
 @pytest.fixture(autouse=True)
@@ -301,7 +286,6 @@ def test_the_export_route_imports_no_torch(tmp_path):
     a = _train(root / "runs", n_epochs=1)
     code = textwrap.dedent(
         f"""
-        import sys
         from nnx_lab.server import NNxLab, RunsService
         from nnx_lab.server._export import BundleExports
         s = RunsService(NNxLab(rescan_s=0), {str(root)!r})
@@ -309,16 +293,9 @@ def test_the_export_route_imports_no_torch(tmp_path):
         job = BundleExports(s).prepare(key, {a.id!r}, "last")
         assert job.argv[1:4] == ["-m", "nnx_lab.bundles", "export"], job.argv
         job.close()
-        print(sorted(m for m in sys.modules if m == "torch" or m.startswith("torch.")))
         """
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        check=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
+    out = lab_factories.torch_after(code)
     assert out.stdout.strip() == "[]", out.stderr
 
 

@@ -15,6 +15,8 @@ import pytest
 import yaml
 from jupyter_server.auth import Authorizer
 from lab_factories import fake_run as _fake_run
+from lab_factories import runs_key as _key
+from lab_factories import trained_run as _train
 from pytest_jupyter.jupyter_server import *  # noqa: F403 - the server fixtures, for this module only
 from traitlets.config import Config
 
@@ -35,21 +37,8 @@ def _rename(api, key, run_id, body, **kw):
     return api(f"runs/{key}/{run_id}/name", method="PUT", body=text, **kw)
 
 
-def _key(api):
-    return next(f["key"] for f in api("runs")[1]["folders"] if f["label"] == "runs")
-
-
 def _row(api, run_id):
     return next(r for r in api("runs")[1]["runs"] if r["run_id"] == run_id)
-
-
-def _train(root: Path, **kw):
-    import sys
-
-    sys.path.insert(0, str(HERE))
-    import engine_factories as f
-
-    return f.model().train(f.train_params(str(root), **kw))
 
 
 def test_a_run_is_renamed_and_only_its_name_changes(api, jp_root_dir):

@@ -6,13 +6,13 @@ refuses a bad id and a run folder leading out of its runs folder, and a log past
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import lab_factories
 import pytest
 from lab_factories import fake_run as _fake_run
+from lab_factories import file_sizes as _files
+from lab_factories import runs_key as _key
 from lab_factories import step_line as _step
+from lab_factories import trained_run as _train
 from pytest_jupyter.jupyter_server import *  # noqa: F403 - the server fixtures, for this module only
 from traitlets import TraitError
 from traitlets.config import Config
@@ -24,24 +24,8 @@ from nnx_lab.server import AUTH_RESOURCE, NNxLab
 api, jp_server_config = lab_factories.api, lab_factories.jp_server_config
 no_env_root = lab_factories.no_env_root
 
-HERE = Path(__file__).resolve().parents[1]  # tests/python
 ID_A = "a" * 32
 ID_B = "b" * 32
-
-
-def _train(root: Path, **kw):
-    sys.path.insert(0, str(HERE))
-    import engine_factories as f
-
-    return f.model().train(f.train_params(str(root), **kw))
-
-
-def _key(api):
-    return next(f["key"] for f in api("runs")[1]["folders"] if f["label"] == "runs")
-
-
-def _files(root: Path) -> list[tuple[str, int]]:
-    return sorted((str(p.relative_to(root)), p.stat().st_size) for p in root.rglob("*"))
 
 
 def test_the_report_of_a_run_is_sent_and_nothing_is_written(api, jp_root_dir, tmp_path):

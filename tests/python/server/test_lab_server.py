@@ -19,6 +19,7 @@ import pytest
 import yaml
 from lab_factories import fake_run as _fake_run
 from lab_factories import step_line as _step
+from lab_factories import trained_run as _train
 from pytest_jupyter.jupyter_server import *  # noqa: F403 - the server fixtures, for this module only
 from traitlets import TraitError
 
@@ -47,13 +48,6 @@ def _folder(listing, label):
 
 
 # -- run folders ------------------------------------------------------------------------
-
-
-def _train(root: Path, **kw):
-    sys.path.insert(0, str(HERE))
-    import engine_factories as f
-
-    return f.model().train(f.train_params(str(root), **kw))
 
 
 # -- listing ----------------------------------------------------------------------------
@@ -554,7 +548,6 @@ def test_the_server_side_never_imports_torch(tmp_path):
     b = _train(root / "runs", n_epochs=1, seed=5)
     code = textwrap.dedent(
         f"""
-        import sys
         from nnx_lab.server import NNxLab, RunsService, _jupyter_server_extension_points
         assert _jupyter_server_extension_points() == [{{"module": "nnx_lab.server"}}]
         s = RunsService(NNxLab(rescan_s=0), {str(root)!r})
@@ -565,16 +558,9 @@ def test_the_server_side_never_imports_torch(tmp_path):
         report = s.compare([(key, {a.id!r}), (key, {b.id!r})])
         assert any(r["what"] == "train.seed" for r in report["rows"])
         assert s.report(key, {a.id!r})["html"].startswith("<!doctype html>")
-        print(sorted(m for m in sys.modules if m == "torch" or m.startswith("torch.")))
         """
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        check=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
+    out = lab_factories.torch_after(code)
     assert out.stdout.strip() == "[]", out.stderr
 
 

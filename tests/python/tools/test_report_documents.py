@@ -18,7 +18,7 @@ import nnx_lab
 from nnx_lab import ConfigError, ProbabilitySpec
 from nnx_lab.abstention import select_threshold
 from nnx_lab.bundles import export_bundle
-from nnx_lab.calibration import fit_temperature, model_fingerprint
+from nnx_lab.calibration import model_fingerprint
 from nnx_lab.runs import DocumentFileError, RunFileError, read_bundle, read_bundle_exports
 
 SPEC = ProbabilitySpec("categorical", labels=("a", "b", "c"))
@@ -39,26 +39,10 @@ def _learnable(n_train, n_val, seed=0):
 
 def _documents(model, n_test=512, data=f.data):
     """A calibrator, its held-out report, and a threshold selection, fitted on ``model``."""
-    X, y, Xv, yv = data(n_train=256, n_val=256)
+    cal, sel = f.fitted_documents(model, risk_ceiling=0.9, rows=data)
     Xt, yt, _, _ = data(n_train=n_test, n_val=8, seed=3)
-    mid = model_fingerprint(model)
-    cal = fit_temperature(
-        model.predict_proba(X, SPEC),
-        y,
-        model_id=mid,
-        split_id="calibration",
-        train_split_id="train",
-        test_split_id="test",
-    ).require()
-    rep = cal.report(model.predict_proba(Xt, SPEC), yt, model_id=mid, split_id="test", bins=10)
-    sel = select_threshold(
-        model.predict_proba(Xv, SPEC).probabilities,
-        yv,
-        risk_ceiling=0.9,
-        split_id="val",
-        labels=("a", "b", "c"),
-        model_id=mid,
-    )
+    prediction = model.predict_proba(Xt, SPEC)
+    rep = cal.report(prediction, yt, model_id=cal.model_id, split_id="test", bins=10)
     return cal, rep, sel
 
 

@@ -340,7 +340,9 @@ def test_save_is_refused_above_the_ceiling_or_with_nothing_answered(explorer, tm
     with pytest.raises(ConfigError, match=r"is above the risk ceiling 0\.05"):
         explorer.save(tmp_path / "a.json")
     explorer.set_state({"path": str(tmp_path / "b.json")})
+    before = explorer.revision
     explorer._dispatch_frontend_msg(explorer, {"kind": "save"}, [])
+    assert explorer.revision == before + 1  # a refused save is answered too
     assert "ConfigError: threshold=0.0 is invalid" in explorer.error
     assert "Traceback" not in explorer.error
     explorer.threshold = 1.0

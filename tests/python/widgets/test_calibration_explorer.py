@@ -267,9 +267,11 @@ def test_save_from_the_widget_uses_the_path_it_was_given(explorer, tmp_path):
     explorer.fit()
     target = tmp_path / "from_widget.json"
     explorer.set_state({"path": str(target)})
+    before = explorer.revision
     explorer._dispatch_frontend_msg(explorer, {"kind": "save"}, [])
     assert TemperatureCalibrator.load(target).temperature == explorer.fitted_temperature
     assert explorer.error == ""
+    assert explorer.revision == before + 1  # answered: the view may send its next value
 
 
 def test_a_failed_save_is_shown_writes_nothing_and_keeps_the_old_file(explorer, tmp_path):
