@@ -19,19 +19,35 @@ __all__ = ["launch"]
 
 
 def launch(
-    plan: Any, nproc_per_node: int = 2, *, monitor: bool = True, **options: Any
+    plan: Any,
+    nproc_per_node: int = 2,
+    *,
+    nnodes: int = 1,
+    node_rank: int = 0,
+    rdzv_endpoint: str | None = None,
+    rdzv_id: str | None = None,
+    master_port: int | None = None,
+    monitor: bool = True,
+    env: dict[str, str] | None = None,
 ) -> LaunchHandle:
     """Train ``plan`` (an ``ExperimentPlan``) with ``nproc_per_node`` processes per node
-    and return its ``LaunchHandle`` at once: ``nnx_lab.distributed.launch`` with every
-    other keyword (``nnodes``, ``node_rank``, ``rdzv_endpoint``, ``rdzv_id``,
-    ``master_port``, ``env``) passed on as it is, so the two cannot disagree on them, and
-    everything it refuses is refused before a process starts. ``monitor=True`` gives
-    ``handle.monitor``, a ``TrainingMonitor`` that follows the run and whose Stop stops
-    every process; ``monitor=False`` gives a handle with none (``handle.attach(sink)``
-    follows the run into any sink)."""
+    and return its ``LaunchHandle`` at once (``nnx_lab.distributed.launch``: every
+    argument but ``monitor`` is passed on; everything it refuses is refused before a
+    process starts). ``monitor=True`` gives ``handle.monitor``, a ``TrainingMonitor``
+    that follows the run and whose Stop stops every process; ``monitor=False`` gives a
+    handle with none (``handle.attach(sink)`` follows the run into any sink)."""
     from ..distributed import launch as start  # torch and torchrun only when called
 
-    handle = start(plan, nproc_per_node, **options)
+    handle = start(
+        plan,
+        nproc_per_node,
+        nnodes=nnodes,
+        node_rank=node_rank,
+        rdzv_endpoint=rdzv_endpoint,
+        rdzv_id=rdzv_id,
+        master_port=master_port,
+        env=env,
+    )
     if monitor:
         TrainingMonitor.for_launch(handle)
     return handle
