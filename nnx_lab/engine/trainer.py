@@ -7,6 +7,8 @@ optimizers (``trainer_optims.NamedOptimizers``): a component, so every optimizer
 scheduler's state travels with each checkpoint, with every optimizer's settings in the
 run id; each step record carries ``lrs``, every optimizer's current rate by name (the
 single ``lr`` is null: no one rate stands for several).
+``Trainer.check`` makes every refusal of ``train`` with no side effect: a race checks a
+``TrainJob(trainer, params, ...)`` with it before any of its runs starts.
 
 A ``trainer_step_fn`` is the run's ``train_step_fn`` (``_NamedStep``): it owns its
 updates, its accumulation and its precision (fp32 only), and cannot run under
@@ -167,6 +169,50 @@ class Trainer:
         """Train and record a run (``NNModel.train``'s, whose keywords ``control``,
         ``provenance``, ``eval_step_fn`` and ``salt`` pass through); every check runs
         before the run directory exists. Returns the ``NNRun``."""
+        step = self._step(params, trainer_step_fn, objective, train_kw)
+        self.last_step = _optimizers_of(step)
+        return self.model.train(params.train_params(), callbacks, components, **step, **train_kw)
+
+    def check(
+        self,
+        params: NNTrainerParams,
+        *,
+        trainer_step_fn: Callable[[TrainerStepContext], EDP] | None = None,
+        objective: Any = None,
+        callbacks: Sequence[Any] = (),
+        components: Sequence[Any] = (),
+        banner: bool = True,
+        **train_kw: Any,
+    ) -> Any:
+        """Every refusal ``train`` makes with these arguments before its run directory
+        exists (its own, then ``NNModel.train``'s: ``train_gate.check_train``), with no
+        side effect: no run directory, no file, no training, ``last_step`` unchanged.
+        Returns the ``TrainGate`` (its ``pre.run_id`` is the run's id). A race checks a
+        Trainer job with it; ``banner=False`` keeps the model's drift banner for the run."""
+        from .train_gate import check_train  # the run's checks load the heavy modules
+
+        step = self._step(params, trainer_step_fn, objective, train_kw)
+        return check_train(
+            self.model,
+            params.train_params(),
+            callbacks,
+            components,
+            banner=banner,
+            **step,
+            **train_kw,
+        )
+
+    def _step(
+        self,
+        params: Any,
+        trainer_step_fn: Any,
+        objective: Any,
+        train_kw: dict[str, Any],
+    ) -> dict[str, Any]:
+        """The Trainer's own refusals, then ``NNModel.train``'s step keyword for this run
+        (``objective=`` a ``TrainerObjective`` or ``train_step_fn=`` a ``_NamedStep``),
+        with fresh named optimizers (building them refuses a parameter two optimizers
+        select or none does). ``train`` and ``check`` both start here."""
         if not isinstance(params, NNTrainerParams):
             raise ConfigError("params", type(params).__name__, "pass an NNTrainerParams(...)")
         if (trainer_step_fn is None) == (objective is None):
@@ -185,11 +231,7 @@ class Trainer:
         if objective is not None:
             if not isinstance(objective, Objective):
                 raise ConfigError("objective", objective, "pass an nnx_lab.Objective(...)")
-            wrapped = TrainerObjective(objective, self.model.net, params)
-            self.last_step = wrapped.named
-            return self.model.train(
-                params.train_params(), callbacks, components, objective=wrapped, **train_kw
-            )
+            return {"objective": TrainerObjective(objective, self.model.net, params)}
         if not callable(trainer_step_fn):
             raise ConfigError(
                 "trainer_step_fn",
@@ -205,12 +247,10 @@ class Trainer:
                 "describe the loss as an objective= (every optimizer then steps on the "
                 "union's gradients)",
             )
-        step = _NamedStep(self.model.net, params, trainer_step_fn)
-        self.last_step = step
-        return self.model.train(
-            params.train_params(),
-            callbacks,
-            components,
-            train_step_fn=step,
-            **train_kw,
-        )
+        return {"train_step_fn": _NamedStep(self.model.net, params, trainer_step_fn)}
+
+
+def _optimizers_of(step: dict[str, Any]) -> NamedOptimizers:
+    """The named optimizers of ``_step``'s keyword (an objective holds them, a step is them)."""
+    (wrapped,) = step.values()
+    return wrapped.named if isinstance(wrapped, TrainerObjective) else wrapped

@@ -83,23 +83,26 @@ def _job_problem(problem: Any, name: str, exc: Exception) -> Any:
 
 
 def _shared_objects(problem: Any, items: list[tuple[str, Any]]) -> list[Any]:
-    """Two jobs sharing a model (or a step with its generator) would not train what
-    each trains alone: the second would go on from the first's weights or draws."""
+    """Two jobs sharing a model, a Trainer (or a step with its generator) would not
+    train what each trains alone: the second would go on from the first's weights,
+    optimizers or draws. One problem per pair of jobs (a shared Trainer shares its
+    model too: the first shared object, the Trainer, is named)."""
     from ..engine.train_job import TrainJob
 
     owners: dict[int, str] = {}
-    found = []
+    found, pairs = [], set()
     for name, entry in items:
         for obj in entry.owned if isinstance(entry, TrainJob) else ():
             first = owners.setdefault(id(obj), name)
-            if first != name:
+            if first != name and (first, name) not in pairs:
+                pairs.add((first, name))
                 found.append(
                     problem(
                         f"{name}: TrainJob",
                         type(obj).__name__,
                         f"it is {first!r}'s too, so this run would go on from that run's "
-                        "state: build one model and one step per job (call the factory "
-                        "once per job)",
+                        "state: build one model (one Trainer) and one step per job (call "
+                        "the factory once per job)",
                     )
                 )
     return found
@@ -130,16 +133,9 @@ def _run_entry(
     from ..engine.train_job import TrainJob
 
     if isinstance(entry, TrainJob):
-        params = entry.params
+        job = entry
         if branch is not None:
-            params = params.replace(name=_name_after(params.name, branch))
-        job = TrainJob(
-            entry.model,
-            params,
-            callbacks=entry.callbacks,
-            components=entry.components,
-            **entry.keywords,
-        )
+            job = entry.renamed(_name_after(entry.params.name, branch))
         return job.run([lane, *extra])
     kwargs = fit_kwargs
     if branch is not None and "name" not in fit_kwargs:
@@ -295,13 +291,15 @@ class MonitorJobs:
         ``plans`` maps names to plans or jobs (or is a list of them, named "run 1",
         ...). A ``nnx_lab.TrainJob(model, params, train_step_fn=..., ...)`` is a
         ``model.train`` call written down, for what a plan cannot hold (a custom step
-        such as Mixup's). Each run gets a colour and a legend entry: its loss per step
+        such as Mixup's); ``TrainJob(trainer, trainer_params, trainer_step_fn=...)`` a
+        multi-optimizer ``Trainer.train`` call (its lane draws each optimizer's lr).
+        Each run gets a colour and a legend entry: its loss per step
         and its per-epoch metric, and its own status (queued, running, finished,
         stopped, failed, skipped). The header and Stop follow the run that trains; Stop
         ends it and skips the runs still queued. Every entry is checked before the
         first starts (a plan by ``validate()``, a job by the checks ``train`` makes
-        before its run directory exists; two jobs sharing a model or a step are
-        refused): a refusal is one ``PlanError`` listing every problem, and starts
+        before its run directory exists; two jobs sharing a model, a Trainer or a
+        step are refused): a refusal is one ``PlanError`` listing every problem, and starts
         nothing. A run that fails is shown under the widget and the race goes on.
         ``wait()`` returns ``{name: FitResult}`` for plans and ``{name: NNRun}`` for
         jobs, of the runs that ended (``results`` holds them too); ``fit_kwargs`` go to
