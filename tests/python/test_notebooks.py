@@ -347,6 +347,20 @@ def _check_gan_section(text: str, workdir: Path) -> None:
     )
     assert int(covered["before"]) <= 2, text
     assert int(covered["after"]) >= 6, text
+    # two GANs raced as TrainJobs: both finished, each its own run, each D at its rate
+    raced = re.findall(
+        r"^raced (D at ([\d.e-]+)): (\w+), modes covered \d of 8, run (\w+)$", text, re.M
+    )
+    assert [(name, status) for name, _, status, _ in raced] == [
+        ("D at 2e-3", "finished"),
+        ("D at 5e-4", "finished"),
+    ], text
+    for _, d_lr, _, run_id in raced:
+        lines = (workdir / "runs" / run_id / "metrics.jsonl").read_text().splitlines()
+        steps = [s for s in map(json.loads, lines) if s["event"] == "step"]
+        assert steps[-1]["step"] == 2 * 32 * 3, steps[-1]
+        assert {s["lrs"]["D"] for s in steps} == {float(d_lr)}, run_id
+        assert {s["lrs"]["G"] for s in steps} == {2e-3}, run_id
 
 
 def _check_finetuning_section(text: str) -> None:
