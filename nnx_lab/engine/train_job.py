@@ -73,7 +73,7 @@ class TrainJob:
                 "several named optimizers)",
             )
         _check_keywords(keywords, allowed, trainer is not None)
-        self.trainer = trainer
+        self.trainer = trainer  # None for an NNModel job
         self.model = model.model if trainer is not None else model
         self.params = params
         self.callbacks = list(callbacks)
@@ -145,6 +145,8 @@ class TrainJob:
 
 
 def _check_keywords(keywords: dict[str, Any], allowed: tuple[str, ...], trainer: bool) -> None:
+    """Refuse a keyword the job's ``train()`` would not take in a race, when the job is
+    built (not when the race starts), saying which form fits."""
     unknown = sorted(set(keywords) - set(allowed))
     if not unknown:
         return
