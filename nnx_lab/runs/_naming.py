@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
-from ._atomic import atomic_write_yaml
+from ._atomic import atomic_write_bytes, atomic_write_yaml, yaml_bytes
 from ._records import parse_record, read_plain
 from ._schema import LIMITS
 from ._schemas.records import RUN_NAME_MAX
@@ -93,15 +93,28 @@ def metadata_lock(run_dir: str | os.PathLike[str]) -> Iterator[None]:
         os.close(fd)
 
 
-def _name_on_disk(path: Path) -> tuple[bool, str | None]:
+def _name_on_disk(
+    path: Path, last: tuple[bytes, str | None] | None = None
+) -> tuple[bool, str | None]:
     """(known, name) of the record at ``path``: known is False when there is no
-    readable record to take it from (the writer's own name then stands)."""
+    readable record to take it from (the writer's own name then stands). ``last``: the
+    bytes this process last wrote there and their name, taken when the file holds them."""
     try:
-        record = parse_record(read_plain(path, LIMITS.record_bytes), path)
+        raw = read_plain(path, LIMITS.record_bytes)
+        if last is not None and raw == last[0]:
+            return True, last[1]
+        record = parse_record(raw, path)
     except (OSError, ValueError):  # missing, damaged, a link: the writer's view stands
         return False, None
     name = record.get("name")
     return True, name if isinstance(name, str) else None
+
+
+# The bytes of the metadata.yaml this process last wrote per run, with the name they
+# hold: a file that still holds those bytes needs no parse to know its name (a rename
+# or an edit changes them), so a run's several writes parse the record once.
+_WRITTEN: dict[str, tuple[bytes, str | None]] = {}
+_WRITTEN_MAX = 256
 
 
 def write_run_metadata(run_dir: str | os.PathLike[str], metadata: dict[str, Any]) -> None:
@@ -110,14 +123,21 @@ def write_run_metadata(run_dir: str | os.PathLike[str], metadata: dict[str, Any]
     first, so the writer's record and the file agree."""
     run_dir = Path(run_dir)
     path = run_dir / _METADATA
+    key = os.path.abspath(path)
     with metadata_lock(run_dir):
-        known, name = _name_on_disk(path)
+        known, name = _name_on_disk(path, _WRITTEN.get(key))
         if known:
             if name is None:
                 metadata.pop("name", None)
             else:
                 metadata["name"] = name
-        atomic_write_yaml(path, metadata)
+        data = yaml_bytes(metadata)
+        _WRITTEN.pop(key, None)
+        atomic_write_bytes(path, data)
+        held = metadata.get("name")
+        _WRITTEN[key] = (data, held if isinstance(held, str) else None)
+        if len(_WRITTEN) > _WRITTEN_MAX:
+            del _WRITTEN[next(iter(_WRITTEN))]
 
 
 def rename_run(
