@@ -91,7 +91,8 @@ def test_loaded_state_keeps_this_optimizers_choice():
     reader = build_optimizer([_params()], NNOptimParams(max_lr=1e-3))
     load_optimizer_state(reader, writer.state_dict())
     assert reader.param_groups[0]["foreach"] is True
-    assert torch.equal(reader.state_dict()["state"][0]["exp_avg"], writer.state[params[0]]["exp_avg"])
+    loaded = reader.state_dict()["state"][0]["exp_avg"]
+    assert torch.equal(loaded, writer.state[params[0]]["exp_avg"])
 
 
 @pytest.mark.parametrize("max_norm", [1.0, 1e-3, 1e6, math.inf])
@@ -111,7 +112,10 @@ def test_clip_equals_torch_bit_for_bit(max_norm, dtype):
 
 
 def test_clip_of_mixed_dtypes_goes_through_torch():
-    ours = [torch.nn.Parameter(torch.ones(4)), torch.nn.Parameter(torch.ones(4, dtype=torch.float64))]
+    ours = [
+        torch.nn.Parameter(torch.ones(4)),
+        torch.nn.Parameter(torch.ones(4, dtype=torch.float64)),
+    ]
     ref = [p.detach().clone().requires_grad_() for p in ours]
     for a, b in zip(ours, ref, strict=True):
         a.grad = torch.full_like(a, 3.0)
@@ -145,4 +149,5 @@ def test_zero_grad_calls_a_users_own_zero_grad():
     p = torch.nn.Parameter(torch.ones(2))
     p.grad = torch.ones(2)
     zero_grad(Counting([p], lr=0.1))
-    assert calls == [True] and p.grad is None
+    assert calls == [True]
+    assert p.grad is None
