@@ -19,7 +19,6 @@ __all__ = [
     "atomic_write_yaml",
     "file_lock",
     "read_json",
-    "yaml_bytes",
 ]
 
 
@@ -69,13 +68,11 @@ def atomic_write_json(path: Path, data: Any) -> None:
 _Dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 
-def yaml_bytes(data: Any) -> bytes:
-    """``data`` as the YAML every record is saved as (its keys in their order)."""
-    return yaml.dump(data, Dumper=_Dumper, sort_keys=False).encode()
-
-
-def atomic_write_yaml(path: Path, data: Any) -> None:
-    atomic_write_bytes(path, yaml_bytes(data))
+def atomic_write_yaml(path: Path, data: Any) -> bytes:
+    """Write ``data`` as YAML (its keys in their order); returns the bytes written."""
+    raw = yaml.dump(data, Dumper=_Dumper, sort_keys=False).encode()
+    atomic_write_bytes(path, raw)
+    return raw
 
 
 def read_json(path: Path) -> Any:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
-from ._atomic import atomic_write_bytes, atomic_write_yaml, yaml_bytes
+from ._atomic import atomic_write_yaml
 from ._records import parse_record, read_plain
 from ._schema import LIMITS
 from ._schemas.records import RUN_NAME_MAX
@@ -131,9 +131,8 @@ def write_run_metadata(run_dir: str | os.PathLike[str], metadata: dict[str, Any]
                 metadata.pop("name", None)
             else:
                 metadata["name"] = name
-        data = yaml_bytes(metadata)
         _WRITTEN.pop(key, None)
-        atomic_write_bytes(path, data)
+        data = atomic_write_yaml(path, metadata)
         held = metadata.get("name")
         _WRITTEN[key] = (data, held if isinstance(held, str) else None)
         if len(_WRITTEN) > _WRITTEN_MAX:
