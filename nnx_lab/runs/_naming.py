@@ -34,6 +34,7 @@ __all__ = [
     "RUN_NAME_MAX",
     "check_run_name",
     "metadata_lock",
+    "remember_metadata",
     "rename_run",
     "write_run_metadata",
 ]
@@ -117,6 +118,19 @@ _WRITTEN: dict[str, tuple[bytes, str | None]] = {}
 _WRITTEN_MAX = 256
 
 
+def remember_metadata(
+    run_dir: str | os.PathLike[str], raw: bytes, metadata: dict[str, Any]
+) -> None:
+    """Note that ``run_dir/metadata.yaml`` holds ``raw``, written from ``metadata`` (a
+    reservation writes it in a staging folder then renames the folder into place)."""
+    key = os.path.abspath(Path(run_dir) / _METADATA)
+    held = metadata.get("name")
+    _WRITTEN.pop(key, None)
+    _WRITTEN[key] = (raw, held if isinstance(held, str) else None)
+    if len(_WRITTEN) > _WRITTEN_MAX:
+        del _WRITTEN[next(iter(_WRITTEN))]
+
+
 def write_run_metadata(run_dir: str | os.PathLike[str], metadata: dict[str, Any]) -> None:
     """Write a run's ``metadata.yaml`` from its writer's ``metadata``, keeping the name
     the file holds (a rename since the last write): ``metadata["name"]`` is updated to it
@@ -132,11 +146,7 @@ def write_run_metadata(run_dir: str | os.PathLike[str], metadata: dict[str, Any]
             else:
                 metadata["name"] = name
         _WRITTEN.pop(key, None)
-        data = atomic_write_yaml(path, metadata)
-        held = metadata.get("name")
-        _WRITTEN[key] = (data, held if isinstance(held, str) else None)
-        if len(_WRITTEN) > _WRITTEN_MAX:
-            del _WRITTEN[next(iter(_WRITTEN))]
+        remember_metadata(run_dir, atomic_write_yaml(path, metadata), metadata)
 
 
 def rename_run(
