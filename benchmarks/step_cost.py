@@ -4,15 +4,20 @@ The small case of benchmarks/overhead.py (8 -> 32 -> 16 -> 3, batch 32, shuffled
 ``DataLoader`` over a ``TensorDataset``, Adam, clipping at 1.0), trained by the raw loop
 and by ``NNModel.train`` in interleaved pairs (overhead.py's own helpers, imported):
 
-- **per step**: (nnx-lab's training phase - the raw loop) / steps, in µs. The training
-  phase runs from ``RunStarted`` to the last ``EpochEnded``, so each step's read-back,
-  every log line, epoch end and mid-run checkpoint is inside it, at the default
-  ``log_every`` (50).
-- **per run**: the whole ``train()`` call minus its training phase, in ms: checks, data
-  identity, run directory and records before the first step; final checkpoints and
+- **per step, epoch ends included**: (nnx-lab's training phase - the raw loop) / steps,
+  in µs. The training phase runs from ``RunStarted`` to the last ``EpochEnded``, so each
+  step's read-back, every log line, epoch end and mid-run checkpoint is inside it, at the
+  default ``log_every`` (50).
+- **setup + finish**: the whole ``train()`` call minus its training phase, in ms: checks,
+  data identity, run directory and records before the first step; final checkpoints and
   metadata after the last.
 - **whole call**: the small case's whole-call ratio (nnx-lab / raw samples/s), with the
   batched fast path on and off when this nnx-lab has one (``nnx_lab.set_fast_batches``).
+- **a step apart from the run** (``--split K``, 5 unless 0): the same epochs with K times
+  the rows, so the two runs differ in steps only: **one more step** is the extra time over
+  the raw loop per extra step (the issue's "µs per step" target), **fixed per run** what
+  is left of the short run's extra time (setup, finish, every epoch end and checkpoint:
+  the "ms per run" target), and the long run's whole-call ratio.
 
     python benchmarks/step_cost.py                      # 9 pairs, 80 steps (the small case)
     python benchmarks/step_cost.py --reps 15 --threads 1 --steps 400 --profile
@@ -44,6 +49,7 @@ import overhead
 from overhead_nets import NET_CASES, next_token_loss
 
 CASE = "step_cost"
+LONG = "step_cost_long"
 TARGET_STEP_US = 20.0
 TARGET_RUN_MS = 50.0
 TARGET_FAST, TARGET_PLAIN = 1.2, 0.95
@@ -81,23 +87,103 @@ class IndexedBatches:
 
 
 def pairs(
-    reps: int, steps: int, indexed: bool = False
+    reps: int, steps: int, indexed: bool = False, case: str = CASE
 ) -> list[tuple[float, tuple[float, float, float, float], float | None]]:
     """(raw seconds, (nnx train s, nnx call s, setup ms, finish ms), raw seconds over the
     fast path's batches or None) per interleaved pair (a triple with ``indexed``)."""
-    n, epochs = overhead.CASES[CASE][3], overhead.CASES[CASE][5]
+    n, epochs = overhead.CASES[case][3], overhead.CASES[case][5]
     samples = n * epochs
-    loader = overhead.make_data(CASE)
+    loader = overhead.make_data(case)
     out = []
     with tempfile.TemporaryDirectory() as root:
-        overhead.raw_loop(CASE, loader)  # warm-up: lazy imports, first kernels
-        overhead.nnx_loop(CASE, loader, root)
+        overhead.raw_loop(case, loader)  # warm-up: lazy imports, first kernels
+        overhead.nnx_loop(case, loader, root)
         for _ in range(reps):
-            raw = samples / overhead.raw_loop(CASE, loader)
-            train, call, setup, finish = overhead.nnx_loop(CASE, loader, root)
-            same = samples / overhead.raw_loop(CASE, IndexedBatches(loader)) if indexed else None
+            raw = samples / overhead.raw_loop(case, loader)
+            train, call, setup, finish = overhead.nnx_loop(case, loader, root)
+            same = samples / overhead.raw_loop(case, IndexedBatches(loader)) if indexed else None
             out.append((raw, (samples / train, samples / call, setup, finish), same))
     return out
+
+
+def define_long(factor: int) -> int:
+    """The small case with ``factor`` times the rows, the same epochs: as many epoch
+    ends and checkpoints, ``factor`` times the steps. Returns its steps."""
+    d_in, hidden, d_out, n, batch, epochs, target = overhead.CASES[CASE]
+    overhead.CASES[LONG] = (d_in, hidden, d_out, n * factor, batch, epochs, target)
+    return epochs * math.ceil(n * factor / batch)
+
+
+def split(reps: int, steps: int, factor: int) -> None:
+    """A step's own cost apart from the run's fixed cost: the two cases differ only in
+    steps (the same epochs, epoch ends, checkpoints, setup and finish), so the extra
+    time over the raw loop divided by the extra steps is what one more step costs, and
+    what is left of the short run's extra time is fixed: setup, finish, every epoch end
+    and checkpoint, whatever the run's length."""
+    switch = fast_switch()
+    long_steps = define_long(factor)
+    modes = [True, False] if switch is not None else [None]
+    before = switch(None) if switch is not None else None
+    med = statistics.median
+    for mode in modes:
+        if switch is not None:
+            switch(mode)
+        short, long = [], []
+        for _ in range(reps):  # short and long alternate: the same load on both
+            short += pairs(1, steps, indexed=mode is True)
+            long += pairs(1, long_steps, indexed=mode is True, case=LONG)
+        extra = long_steps - steps
+
+        def over(rows, i):
+            return [o[0] - (r if i == 0 else x) for r, o, x in rows]
+
+        marginal = [
+            1e6 * (b - a) / extra for a, b in zip(over(short, 0), over(long, 0), strict=True)
+        ]
+
+        def best(rows, i):  # the fastest run of each kind: the least disturbed by load
+            return min(o[0] for _, o, _ in rows) - min(r if i == 0 else x for r, _, x in rows)
+
+        best_marginal = 1e6 * (best(long, 0) - best(short, 0)) / extra
+        best_fixed = (
+            1e3 * (min(o[1] for _, o, _ in short) - min(r for r, _, _ in short))
+            - steps * best_marginal / 1e3
+        )
+        fixed = [
+            1e3 * ((o[1] - r) - steps * m / 1e6)
+            for (r, o, _), m in zip(short, marginal, strict=True)
+        ]
+        label = {True: "fast path on", False: "fast path off", None: "fast path: n/a"}[mode]
+        print(
+            f"-- {label}: a step apart from the run ({reps} rounds of {steps} and"
+            f" {long_steps} steps, {overhead.CASES[CASE][5]} epochs each) --"
+        )
+        print(
+            f"   one more step:        {med(marginal):7.1f} µs median, {best_marginal:.1f} from"
+            f" the best times, over the raw loop (target <= {TARGET_STEP_US:.0f})"
+            f" {verdict(med(marginal) <= TARGET_STEP_US)}"
+        )
+        if mode is True:
+            own = [
+                1e6 * (b - a) / extra for a, b in zip(over(short, 2), over(long, 2), strict=True)
+            ]
+            best_own = 1e6 * (best(long, 2) - best(short, 2)) / extra
+            print(
+                f"   one more step, own:   {med(own):7.1f} µs median, {best_own:.1f} from the best"
+                " times, over the raw loop on the fast path's batches"
+            )
+        print(
+            f"   fixed per run:        {med(fixed):7.1f} ms median, {best_fixed:.1f} from the best"
+            f" times (setup, finish, every epoch end and checkpoint; target <="
+            f" {TARGET_RUN_MS:.0f}) {verdict(med(fixed) <= TARGET_RUN_MS)}"
+        )
+        ratios = [r / o[1] for r, o, _ in long]
+        print(
+            f"   whole call, {long_steps} steps: {med(ratios):6.3f} median"
+            f" ({long_steps // overhead.CASES[CASE][5]} steps an epoch)"
+        )
+    if switch is not None:
+        switch(before)
 
 
 def verdict(ok: bool) -> str:
@@ -125,7 +211,7 @@ def cost(reps: int, steps: int) -> None:
         print(f"   raw loop step:        {med(raw_step):7.1f} µs median")
         print(
             f"   nnx-lab per step:     {med(per_step):7.1f} µs median, {best_step:.1f} best"
-            f" (target <= {TARGET_STEP_US:.0f}) {verdict(med(per_step) <= TARGET_STEP_US)}"
+            " (epoch ends included)"
         )
         if mode is True:
             # the raw loop over the same indexed batches: nnx-lab's own cost, loader aside
@@ -138,8 +224,7 @@ def cost(reps: int, steps: int) -> None:
         print(
             f"   nnx-lab per run:      {med(per_run):7.1f} ms median, {min(per_run):.1f} best"
             f" (setup {med(o[2] for _, o, _ in rows):.1f} +"
-            f" finish {med(o[3] for _, o, _ in rows):.1f};"
-            f" target <= {TARGET_RUN_MS:.0f}) {verdict(med(per_run) <= TARGET_RUN_MS)}"
+            f" finish {med(o[3] for _, o, _ in rows):.1f})"
         )
         target = {True: TARGET_FAST, False: TARGET_PLAIN, None: TARGET_PLAIN}[mode]
         print(
@@ -306,6 +391,14 @@ def main() -> None:
     ap.add_argument("--top", type=int, default=12, help="rows of each profile table")
     ap.add_argument("--compile", action="store_true", help="torch.compile on the transformer")
     ap.add_argument("--no-cost", action="store_true", help="skip the per-step/per-run figures")
+    ap.add_argument(
+        "--split",
+        type=int,
+        default=5,
+        metavar="K",
+        help="also train K times the rows (the same epochs) to split a step's cost from the"
+        " run's fixed cost (0: skip)",
+    )
     args = ap.parse_args()
     import torch
 
@@ -315,6 +408,8 @@ def main() -> None:
     steps = define_case(args.steps, args.samples)
     if not args.no_cost:
         cost(args.reps, steps)
+    if args.split:
+        split(args.reps, steps, args.split)
     if args.profile:
         profile(steps, args.top)
     if args.compile:

@@ -28,6 +28,7 @@ from ..engine.components import ComponentSpec
 from ..engine.custom_step import full_precision_only
 from ..engine.data import first_batch
 from ..engine.edp import EDP
+from ..engine.grad_ops import clip_grad_norm, zero_grad
 from ..engine.objective import LossTerm, Objective, ObjectiveResult
 from ..engine.params_base import SEED_LIMIT
 from ..errors import ConfigError, DataError
@@ -224,12 +225,12 @@ class DiffusionStep(_OwnsNoise):
         if ctx.device is not None and x0.device != ctx.device:
             x0 = x0.to(ctx.device)
         t, eps = self.noise.draw(x0)
-        ctx.optimizer.zero_grad(set_to_none=True)
+        zero_grad(ctx.optimizer)
         loss = F.mse_loss(ctx.model(noised(self.schedule, x0, t, eps), t), eps)
         loss.backward()
         if ctx.grad_clip_norm:
             params = [p for g in ctx.optimizer.param_groups for p in g["params"]]
-            torch.nn.utils.clip_grad_norm_(params, ctx.grad_clip_norm)
+            clip_grad_norm(params, ctx.grad_clip_norm)
         ctx.optimizer.step()
         ctx.report_update()
         return EDP(loss=float(loss.detach()), samples=int(x0.shape[0]))

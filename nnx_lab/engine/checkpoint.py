@@ -38,7 +38,6 @@ from ..runs import (
     file_lock,
     parse_json,
     read_file,
-    read_json,
     read_record,
     resolve_runs_root,
     run_dir,
@@ -129,7 +128,7 @@ def write_checkpoint(
             else:
                 _link_or_copy(first, folder / name)
             kill_point(f"checkpoint.{type_}.tensors")
-            atomic_write_bytes(
+            _commit_sidecar(
                 sidecar,
                 _sidecar_bytes(
                     {
@@ -142,6 +141,7 @@ def write_checkpoint(
                         **meta,
                     }
                 ),
+                name,
             )
             kill_point(f"checkpoint.{type_}.sidecar")
             if old is not None and old != name:
@@ -361,13 +361,33 @@ def _link_or_copy(src: Path, dst: Path) -> None:
     os.replace(tmp, dst)
 
 
+# The sidecars this process wrote, by path: their bytes and the tensors file they
+# name. Each write reads every sidecar of the run (the old file to drop, the orphans
+# to sweep); one that still holds the bytes written is known without a parse.
+_WRITTEN: dict[str, tuple[bytes, str | None]] = {}
+_WRITTEN_MAX = 1024
+
+
 def _referenced_file(sidecar: Path) -> str | None:
     """The plain tensors-file name a sidecar holds; anything else counts as none."""
     try:
-        name = read_json(sidecar).get("tensors_file")
+        raw = Path(sidecar).read_bytes()
+        last = _WRITTEN.get(os.path.abspath(sidecar))
+        if last is not None and last[0] == raw:
+            return last[1]
+        name = json.loads(raw).get("tensors_file")
     except (OSError, ValueError, AttributeError):
         return None
     return name if isinstance(name, str) and _TENSORS_FILE.fullmatch(name) else None
+
+
+def _commit_sidecar(path: Path, data: bytes, name: str) -> None:
+    key = os.path.abspath(path)
+    _WRITTEN.pop(key, None)
+    atomic_write_bytes(path, data)
+    _WRITTEN[key] = (data, name)
+    if len(_WRITTEN) > _WRITTEN_MAX:
+        del _WRITTEN[next(iter(_WRITTEN))]
 
 
 @dataclass

@@ -21,6 +21,7 @@ import torch
 
 from .adapters import forward
 from .edp import EDP
+from .grad_ops import clip_grad_norm, zero_grad
 from .step_batches import step_batch
 from .tasks import Task
 from .train_step import StepOutput, TrainStep
@@ -75,7 +76,7 @@ def default_train_step(ctx: TrainStepContext) -> EDP:
     X, y = ctx.batch
     device = ctx.device if ctx.device is not None else next(ctx.model.parameters()).device
     X, y = X.to(device), y.to(device)
-    ctx.optimizer.zero_grad(set_to_none=True)
+    zero_grad(ctx.optimizer)
     with ctx.precision.autocast():
         loss = ctx.loss_fn(forward(ctx.model, X), y)
     scaler = ctx.scaler
@@ -84,7 +85,7 @@ def default_train_step(ctx: TrainStepContext) -> EDP:
         scaler.unscale_(ctx.optimizer)
     if ctx.grad_clip_norm:
         params = [p for g in ctx.optimizer.param_groups for p in g["params"]]
-        torch.nn.utils.clip_grad_norm_(params, ctx.grad_clip_norm)
+        clip_grad_norm(params, ctx.grad_clip_norm)
     if scaler is not None:
         scaler.step(ctx.optimizer)
         scaler.update()

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from .optim import load_optimizer_state
 from .training_state import RngState, TrainingState, capture_objects
 
 if TYPE_CHECKING:
@@ -63,7 +64,7 @@ def capture_state(loop: TrainingLoop, complete: bool) -> TrainingState:
 def load_state(loop: TrainingLoop, state: TrainingState) -> list[str]:
     """Continue ``loop`` from ``state``; returns what was restored."""
     restored = ["optimizer"]
-    loop.optimizer.load_state_dict(state.optimizer)
+    load_optimizer_state(loop.optimizer, state.optimizer)
     if loop.scheduler is not None and state.scheduler is not None:
         loop.scheduler.load_state_dict(state.scheduler)
         restored.append("scheduler")

@@ -12,6 +12,7 @@ from .param_groups import optimizer_groups
 __all__ = [
     "build_optimizer",
     "build_scheduler",
+    "load_optimizer_state",
     "optimizer_groups",
     "optimizer_topology",
     "trainable_groups",
@@ -37,13 +38,37 @@ def build_optimizer(groups: list[Any], optim: Any) -> torch.optim.Optimizer:
     dicts, whose own ``lr`` / ``weight_decay`` override ``optim``'s."""
     params = [dict(g) if isinstance(g, dict) else {"params": g} for g in groups]
     kw: dict[str, Any] = {"lr": optim.max_lr, "weight_decay": optim.weight_decay}
-    if optim.name is Optims.ADAM:
-        return torch.optim.Adam(params, betas=optim.momentum, **kw)
-    if optim.name is Optims.ADAMW:
-        return torch.optim.AdamW(params, betas=optim.momentum, **kw)
+    if optim.name in (Optims.ADAM, Optims.ADAMW):
+        # torch's multi-tensor Adam is its single-tensor one batched: the same ops on
+        # each tensor in the same order, so the same numbers (tests/python/engine/
+        # test_grad_ops.py holds it to that), for a third less host time on a small
+        # CPU step, where torch's default is the single-tensor loop
+        kw["foreach"] = _foreach_ok(p for g in params for p in g["params"]) or None
+        kind = torch.optim.Adam if optim.name is Optims.ADAM else torch.optim.AdamW
+        return kind(params, betas=optim.momentum, **kw)
     if optim.name is Optims.SGD:
         return torch.optim.SGD(params, momentum=optim.momentum, **kw)
     return torch.optim.RMSprop(params, momentum=optim.momentum, **kw)
+
+
+def load_optimizer_state(optimizer: torch.optim.Optimizer, state: dict[str, Any]) -> None:
+    """``optimizer.load_state_dict(state)`` keeping this optimizer's own ``foreach``
+    choice: the state's is the writer's (its device; an older nnx-lab's default)."""
+    choice = [group.get("foreach") for group in optimizer.param_groups]
+    optimizer.load_state_dict(state)
+    for group, foreach in zip(optimizer.param_groups, choice, strict=True):
+        group["foreach"] = foreach
+
+
+def _foreach_ok(params: Any) -> bool:
+    """Plain floating tensors on a device with foreach kernels (CUDA's default already)."""
+    params = list(params)
+    return bool(params) and all(
+        type(p) in (torch.Tensor, torch.nn.Parameter)
+        and p.device.type in ("cpu", "cuda")
+        and torch.is_floating_point(p)
+        for p in params
+    )
 
 
 def build_scheduler(optimizer: torch.optim.Optimizer, sched: Any, monitored: bool = False) -> Any:

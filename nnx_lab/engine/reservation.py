@@ -39,6 +39,7 @@ from ..runs import (
     atomic_write_yaml,
     effective_status,
     read_record,
+    remember_metadata,
     run_dir,
 )
 from .write_faults import NO_RUN, cannot_write, is_write_fault
@@ -187,7 +188,7 @@ def reserve_run_dir(
         lock = _try_lock(staging, create=True)
         assert lock is not None  # nobody else knows this folder
         atomic_write_yaml(staging / "run.yaml", config)
-        atomic_write_yaml(staging / "metadata.yaml", metadata)
+        raw = atomic_write_yaml(staging / "metadata.yaml", metadata)
         for name, content in (extra or {}).items():
             atomic_write_json(staging / name, content)
         if existing is not None:
@@ -201,6 +202,7 @@ def reserve_run_dir(
                     f"run {run_id} was created by another process a moment ago; it is theirs"
                 ) from None
             raise
+        remember_metadata(target, raw, metadata)
         return target, lock
     except BaseException as exc:
         if lock is not None:

@@ -35,6 +35,7 @@ from ..errors import ConfigError
 from .custom_step import TrainStepContext
 from .edp import EDP
 from .fingerprint import callable_identity
+from .grad_ops import clip_grad_norm, zero_grad
 from .objective import Objective
 from .trainer_objective import TrainerObjective
 from .trainer_optims import NamedOptimizers, owned_groups
@@ -104,11 +105,11 @@ class _NamedStep(NamedOptimizers):
         def update(name: str, loss: torch.Tensor) -> None:
             self.check_name(name, "update")
             opt = self.optimizers[name]
-            opt.zero_grad(set_to_none=True)
+            zero_grad(opt)
             loss.backward()
             if self.clip[name]:
                 owned = [p for g in opt.param_groups for p in g["params"]]
-                torch.nn.utils.clip_grad_norm_(owned, self.clip[name])
+                clip_grad_norm(owned, self.clip[name])
             opt.step()
             report_update(name)
 

@@ -19,7 +19,8 @@ import torch
 
 from ..errors import ConfigError
 from .components import ComponentSpec
-from .optim import build_optimizer, build_scheduler
+from .grad_ops import clip_grad_norm, zero_grad
+from .optim import build_optimizer, build_scheduler, load_optimizer_state
 from .param_groups import DEFAULT_RULE, parameter_rules
 from .trainer_params import NNTrainerParams
 from .update import Updater
@@ -140,7 +141,7 @@ class NamedOptimizers:
 
     def load_component_state(self, state: dict[str, Any], version: int = 1) -> None:
         for k, o in self.optimizers.items():
-            o.load_state_dict(state["optimizers"][k])
+            load_optimizer_state(o, state["optimizers"][k])
         for k, s in self.schedulers.items():
             s.load_state_dict(state["schedulers"][k])
         self.updates = dict(state["updates"])
@@ -168,7 +169,7 @@ class NamedUpdater(Updater):
 
     def zero_grad(self) -> None:
         for opt in self.named.optimizers.values():
-            opt.zero_grad(set_to_none=True)
+            zero_grad(opt)
 
     def step(self, normalize: float | torch.Tensor | None = None, *, step_number: int = 0) -> None:
         scaler, optimizers = self.scaler, self.named.optimizers
@@ -185,7 +186,7 @@ class NamedUpdater(Updater):
         for name, owned in self.owned.items():
             clip = self.named.clip.get(name)
             if self._check_finite:  # bf16: no optimizer steps on a non-finite gradient
-                norm = torch.nn.utils.clip_grad_norm_(owned, clip or math.inf)
+                norm = clip_grad_norm(owned, clip or math.inf)
                 if not bool(torch.isfinite(norm)):
                     raise FloatingPointError(
                         f"non-finite gradients of optimizer {name!r} at update {step_number} "
@@ -193,7 +194,7 @@ class NamedUpdater(Updater):
                         "max_lr, set its grad_clip_norm, or train in fp32"
                     )
             elif clip:
-                torch.nn.utils.clip_grad_norm_(owned, clip)
+                clip_grad_norm(owned, clip)
         for opt in optimizers.values():
             if scaler is None:
                 opt.step()

@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 
+from .grad_ops import clip_grad_norm, zero_grad
 from .precision import ResolvedPrecision
 
 __all__ = ["Updater"]
@@ -34,7 +35,7 @@ class Updater:
         self._check_finite = scaler is None and precision.reduced
 
     def zero_grad(self) -> None:
-        self.optimizer.zero_grad(set_to_none=True)
+        zero_grad(self.optimizer)
 
     def backward(self, loss: torch.Tensor) -> None:
         if self.scaler is not None:
@@ -56,7 +57,7 @@ class Updater:
                 else:
                     torch._foreach_div_(grads, float(normalize))
         if self._check_finite:
-            norm = torch.nn.utils.clip_grad_norm_(params, self.clip_norm or math.inf)
+            norm = clip_grad_norm(params, self.clip_norm or math.inf)
             if not bool(torch.isfinite(norm)):
                 raise FloatingPointError(
                     f"non-finite gradients at step {step_number} under "
@@ -64,7 +65,7 @@ class Updater:
                     "set grad_clip_norm, or train in fp32"
                 )
         elif self.clip_norm:
-            torch.nn.utils.clip_grad_norm_(params, self.clip_norm)
+            clip_grad_norm(params, self.clip_norm)
         if scaler is not None:
             scaler.step(opt)
             scaler.update()

@@ -16,6 +16,7 @@ import torch
 
 from ..engine.components import ComponentSpec
 from ..engine.data import first_batch
+from ..engine.grad_ops import clip_grad_norm, zero_grad
 from ..errors import ConfigError, DataError
 
 __all__ = [
@@ -57,11 +58,11 @@ def _describe(value: Any) -> str:
 
 def apply_update(ctx: Any, loss: torch.Tensor) -> None:
     """One fp32 update of ``loss``: the engine's order (zero, backward, clip, step)."""
-    ctx.optimizer.zero_grad(set_to_none=True)
+    zero_grad(ctx.optimizer)
     loss.backward()
     if ctx.grad_clip_norm:
         params = [p for g in ctx.optimizer.param_groups for p in g["params"]]
-        torch.nn.utils.clip_grad_norm_(params, ctx.grad_clip_norm)
+        clip_grad_norm(params, ctx.grad_clip_norm)
     ctx.optimizer.step()
     ctx.report_update()
 

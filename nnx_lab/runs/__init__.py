@@ -74,7 +74,14 @@ from ._jsonl import (
     read_jsonl,
 )
 from ._listing import damaged_row, list_runs, metadata_row, run_rows
-from ._naming import RUN_NAME_MAX, check_run_name, metadata_lock, rename_run, write_run_metadata
+from ._naming import (
+    RUN_NAME_MAX,
+    check_run_name,
+    metadata_lock,
+    remember_metadata,
+    rename_run,
+    write_run_metadata,
+)
 from ._output import config_report_enabled, emit, reporting, set_config_report
 from ._provenance import (
     PROVENANCE_FILE,
@@ -253,6 +260,7 @@ __all__ = [
     "read_stop_request",
     "record_attempt",
     "record_bundle_export",
+    "remember_metadata",
     "rename_run",
     "reporting",
     "request_stop",

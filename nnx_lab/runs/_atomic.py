@@ -68,8 +68,11 @@ def atomic_write_json(path: Path, data: Any) -> None:
 _Dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 
-def atomic_write_yaml(path: Path, data: Any) -> None:
-    atomic_write_bytes(path, yaml.dump(data, Dumper=_Dumper, sort_keys=False).encode())
+def atomic_write_yaml(path: Path, data: Any) -> bytes:
+    """Write ``data`` as YAML (its keys in their order); returns the bytes written."""
+    raw = yaml.dump(data, Dumper=_Dumper, sort_keys=False).encode()
+    atomic_write_bytes(path, raw)
+    return raw
 
 
 def read_json(path: Path) -> Any:

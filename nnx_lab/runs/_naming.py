@@ -34,6 +34,7 @@ __all__ = [
     "RUN_NAME_MAX",
     "check_run_name",
     "metadata_lock",
+    "remember_metadata",
     "rename_run",
     "write_run_metadata",
 ]
@@ -93,15 +94,41 @@ def metadata_lock(run_dir: str | os.PathLike[str]) -> Iterator[None]:
         os.close(fd)
 
 
-def _name_on_disk(path: Path) -> tuple[bool, str | None]:
+def _name_on_disk(
+    path: Path, last: tuple[bytes, str | None] | None = None
+) -> tuple[bool, str | None]:
     """(known, name) of the record at ``path``: known is False when there is no
-    readable record to take it from (the writer's own name then stands)."""
+    readable record to take it from (the writer's own name then stands). ``last``: the
+    bytes this process last wrote there and their name, taken when the file holds them."""
     try:
-        record = parse_record(read_plain(path, LIMITS.record_bytes), path)
+        raw = read_plain(path, LIMITS.record_bytes)
+        if last is not None and raw == last[0]:
+            return True, last[1]
+        record = parse_record(raw, path)
     except (OSError, ValueError):  # missing, damaged, a link: the writer's view stands
         return False, None
     name = record.get("name")
     return True, name if isinstance(name, str) else None
+
+
+# The bytes of the metadata.yaml this process last wrote per run, with the name they
+# hold: a file that still holds those bytes needs no parse to know its name (a rename
+# or an edit changes them), so a run's several writes parse the record once.
+_WRITTEN: dict[str, tuple[bytes, str | None]] = {}
+_WRITTEN_MAX = 256
+
+
+def remember_metadata(
+    run_dir: str | os.PathLike[str], raw: bytes, metadata: dict[str, Any]
+) -> None:
+    """Note that ``run_dir/metadata.yaml`` holds ``raw``, written from ``metadata`` (a
+    reservation writes it in a staging folder then renames the folder into place)."""
+    key = os.path.abspath(Path(run_dir) / _METADATA)
+    held = metadata.get("name")
+    _WRITTEN.pop(key, None)
+    _WRITTEN[key] = (raw, held if isinstance(held, str) else None)
+    if len(_WRITTEN) > _WRITTEN_MAX:
+        del _WRITTEN[next(iter(_WRITTEN))]
 
 
 def write_run_metadata(run_dir: str | os.PathLike[str], metadata: dict[str, Any]) -> None:
@@ -110,14 +137,16 @@ def write_run_metadata(run_dir: str | os.PathLike[str], metadata: dict[str, Any]
     first, so the writer's record and the file agree."""
     run_dir = Path(run_dir)
     path = run_dir / _METADATA
+    key = os.path.abspath(path)
     with metadata_lock(run_dir):
-        known, name = _name_on_disk(path)
+        known, name = _name_on_disk(path, _WRITTEN.get(key))
         if known:
             if name is None:
                 metadata.pop("name", None)
             else:
                 metadata["name"] = name
-        atomic_write_yaml(path, metadata)
+        _WRITTEN.pop(key, None)
+        remember_metadata(run_dir, atomic_write_yaml(path, metadata), metadata)
 
 
 def rename_run(

@@ -161,6 +161,35 @@ def test_the_next_write_removes_what_a_killed_write_left(killed):
     assert NNCheckpoint.load(run=run_id, type=Checkpoints.BEST, runs_root=root).epoch >= 1
 
 
+def test_the_sweep_reads_a_sidecar_changed_since_this_process_wrote_it(tmp_path):
+    # the writer knows its own sidecars without a parse only while they hold its bytes:
+    # a sidecar pointed elsewhere since (another process, an edit in place) is read again,
+    # so the file it names now is kept and the one it named before is swept
+    from nnx_lab.engine.checkpoint import write_checkpoint
+
+    run = _trained(tmp_path)
+    folder = tmp_path / run.id / "checkpoints"
+    ckpt, state = NNCheckpoint.load_with_training_state(run=run.id, runs_root=tmp_path)
+    meta = {k: ckpt.sidecar[k] for k in ("run_id", "epoch", "step", "net_params", "model_params")}
+    write_checkpoint(
+        tmp_path / run.id, ["q1"], model_state=ckpt.model_state, training_state=state, meta=meta
+    )
+    sidecar = folder / "q1.json"
+    before = json.loads(sidecar.read_text())["tensors_file"]
+    moved = "q1-00000000-0000beef.safetensors"
+    (folder / moved).write_bytes((folder / before).read_bytes())
+    text = sidecar.read_text().replace(before, moved)
+    with open(sidecar, "r+") as fh:  # in place: the same inode, the same size
+        fh.write(text)
+        fh.truncate()
+    write_checkpoint(
+        tmp_path / run.id, ["q2"], model_state=ckpt.model_state, training_state=state, meta=meta
+    )
+    names = {p.name for p in folder.iterdir()}
+    assert moved in names
+    assert before not in names
+
+
 # -- damaged files are refused, naming the file ------------------------------------------------
 def _trained(tmp_path):
     model = NNModel(

@@ -82,3 +82,17 @@ def test_a_rename_while_the_run_trains_survives_its_heartbeats_and_its_end(runs_
 def params_id(root):
     (entry,) = [p for p in root.iterdir() if p.is_dir()]
     return entry.name
+
+
+def test_a_run_never_parses_the_record_it_wrote_itself(runs_root, monkeypatch):
+    # the reservation, each heartbeat, the BEST and the end rewrite metadata.yaml; each
+    # must keep a name given since, yet none needs a parse while the file holds the
+    # writer's own bytes (a parse costs a millisecond on a small run)
+    from nnx_lab.runs import _naming
+
+    parsed = []
+    real = _naming.parse_record
+    monkeypatch.setattr(_naming, "parse_record", lambda raw, p: parsed.append(p) or real(raw, p))
+    run = f.model().train(f.train_params(runs_root, n_epochs=3, name="kept"))
+    assert parsed == []
+    assert read_record(run.run_dir / "metadata.yaml")["name"] == "kept"

@@ -138,6 +138,29 @@ def test_the_writer_keeps_a_name_given_since_its_last_write(tmp_path):
     assert "name" not in meta
 
 
+def test_the_writer_reads_its_own_last_write_once_and_sees_every_change(tmp_path, monkeypatch):
+    meta = {"status": "running", "name": "first", "heartbeat": 1000.0}
+    path = _run(tmp_path, meta)
+    reads = []
+    real = naming.parse_record
+    monkeypatch.setattr(naming, "parse_record", lambda raw, p: reads.append(p) or real(raw, p))
+    for beat in range(3):  # heartbeats over a file only this writer wrote: read once
+        meta["heartbeat"] = 1000.0 + beat
+        write_run_metadata(path, meta)
+    assert len(reads) == 1
+    rename_run(path, "renamed")  # a rename (its own read) replaces the bytes: read again
+    write_run_metadata(path, meta)
+    assert (len(reads), meta["name"]) == (3, "renamed")
+    # an edit in place at once (the same inode, size and, likely, times), kept
+    record = path / "metadata.yaml"
+    text = record.read_text().replace("name: renamed", "name: edited!")
+    with open(record, "r+") as fh:
+        fh.write(text)
+        fh.truncate()
+    write_run_metadata(path, meta)
+    assert (len(reads), meta["name"], read_record(record)["name"]) == (4, "edited!", "edited!")
+
+
 def test_a_heartbeat_during_a_rename_waits_and_both_are_kept(tmp_path, monkeypatch):
     """The worst interleaving, forced: the writer's heartbeat arrives between the
     rename's read and its write. Without one lock, one of the two changes is lost."""
