@@ -12,13 +12,17 @@ in one process, rounds alternating their order (benchmarks/_compare.py):
 
     python benchmarks/paradigm_steps.py [--rounds 3] [--epochs 2] [--only kd,mixup]
     python benchmarks/paradigm_steps.py --dim 784 --hidden 512   # the large case's widths
+    python benchmarks/paradigm_steps.py --split 5 --rounds 5    # the step alone
 
 Both sides iterate one list of batches made beforehand (the step, not the loader, is
 measured). Prints each kind's fastest and median seconds and the throughput ratio
 hand-written / nnx-lab for each paradigm, and the median of the per-round ratios
 (target >= 0.95), for the whole ``train()`` call and for its training phase only
 (``_compare.PhaseClock``: without the per-run checks, identity, run directory and the
-final write-out, which the hand-written loop does not do).
+final write-out, which the hand-written loop does not do). ``--split K`` measures the step
+alone: each epoch's batches once and K times over, the same epochs, so the extra time per
+extra step on each side is one step's cost (the run's setup, finish, epoch ends and
+checkpoints are in both of nnx-lab's runs and drop out).
 """
 
 from __future__ import annotations
@@ -86,11 +90,16 @@ def _cnn():
     return NNModel(conv, NNModelParams(net=Nets.CONV))
 
 
+# --split: the batches of an epoch repeated this many times (the same epochs, more steps)
+REPEAT = {"k": 1}
+
+
 def _loader(*tensors):
     """The batches, made once: both sides iterate the same list, so the figures compare
     the steps, not a DataLoader's row-by-row collation with the engine's batched path."""
     gen = torch.Generator().manual_seed(1)
-    return list(DataLoader(TensorDataset(*tensors), batch_size=128, shuffle=True, generator=gen))
+    batches = list(DataLoader(TensorDataset(*tensors), batch_size=128, shuffle=True, generator=gen))
+    return batches * REPEAT["k"]
 
 
 def _update(opt, net, loss):
@@ -98,6 +107,9 @@ def _update(opt, net, loss):
     loss.backward()
     torch.nn.utils.clip_grad_norm_(list(net.parameters()), CLIP)
     opt.step()
+
+
+HAND_STEPS = {"n": 0}  # the steps of the last hand-written run (--split)
 
 
 def _hand(net, loader, epochs, loss_of):
@@ -109,6 +121,7 @@ def _hand(net, loader, epochs, loss_of):
             loss = loss_of(net, batch)
             _update(opt, net, loss)
             float(loss.detach())  # the step records read the loss once per update
+    HAND_STEPS["n"] = epochs * len(loader)
     return time.perf_counter() - t0
 
 
@@ -242,9 +255,20 @@ def main() -> None:
         ap.add_argument("--only", default=",".join(PARADIGMS))
         ap.add_argument("--dim", type=int, default=64, help="the MLP paradigms' input width")
         ap.add_argument("--hidden", type=int, default=128, help="the MLP's hidden width")
+        ap.add_argument(
+            "--split",
+            type=int,
+            default=0,
+            metavar="K",
+            help="the step alone: each epoch's batches once and K times over (the same "
+            "epochs), the extra time per extra step on each side",
+        )
 
     args = bench_args(epochs=2, extra=extra)
     SIZE.update(dim=args.dim, hidden=args.hidden)
+    if args.split:
+        split(args)
+        return
     print(
         f"epochs={args.epochs} rounds={args.rounds} threads={torch.get_num_threads()} "
         f"mlp {args.dim} -> {args.hidden} -> 10"
@@ -261,6 +285,45 @@ def main() -> None:
             f"{name}: median of the {len(paired)} per-round ratios {statistics.median(paired):.3f}"
         )
         phase_report(hand, PHASES[name], name)
+
+
+def split(args) -> None:
+    """Each paradigm's step against the hand-written one, apart from the run: both sides
+    train the same epochs over each epoch's batches once and ``K`` times over, in
+    alternating order each round, so the extra time divided by the extra steps is one
+    step's cost (nnx-lab's training phase: its setup, finish, epoch ends and
+    checkpoints are the same in both runs and drop out)."""
+    k = args.split
+    print(f"-- the step alone: {args.epochs} epochs of each epoch's batches x1 and x{k} --")
+    for name in args.only.split(","):
+        hand, ours = {1: [], k: []}, {1: [], k: []}
+        steps = {1: 0, k: 0}
+        for r in range(args.rounds):
+            for repeat in (1, k) if r % 2 == 0 else (k, 1):
+                REPEAT["k"] = repeat
+                kinds = PARADIGMS[name](args.epochs)
+                order = list(kinds) if r % 2 == 0 else list(kinds)[::-1]
+                for kind in order:
+                    seconds = kinds[kind](r)
+                    if kind.endswith("hand-written"):
+                        hand[repeat].append(seconds)
+                        steps[repeat] = HAND_STEPS["n"]
+                    else:
+                        ours[repeat].append(PHASES[name][-1])
+        REPEAT["k"] = 1
+        extra = steps[k] - steps[1]
+        ratios = [
+            (hl - hs) / (ol - os_)
+            for hs, hl, os_, ol in zip(hand[1], hand[k], ours[1], ours[k], strict=True)
+        ]
+        best = (min(hand[k]) - min(hand[1])) / (min(ours[k]) - min(ours[1]))
+        h_us = 1e6 * (statistics.median(hand[k]) - statistics.median(hand[1])) / extra
+        o_us = 1e6 * (statistics.median(ours[k]) - statistics.median(ours[1])) / extra
+        print(
+            f"{name}: a step {h_us:.0f} µs hand-written, {o_us:.0f} µs nnx-lab (medians);"
+            f" step ratio {statistics.median(ratios):.3f} median of {len(ratios)} rounds,"
+            f" {best:.3f} from the best times; target >= 0.95"
+        )
 
 
 if __name__ == "__main__":
