@@ -13,7 +13,6 @@ import contextlib
 import hashlib
 import json
 import os
-import shutil
 import stat
 import uuid
 from collections.abc import Sequence
@@ -45,6 +44,10 @@ from ..runs import (
     state_problem,
 )
 from ._codec import join_state, split_state
+from .checkpoint_files import forget_sidecar, remember_sidecar
+from .checkpoint_files import link_or_copy as _link_or_copy
+from .checkpoint_files import referenced_file as _referenced_file
+from .checkpoint_files import remove_orphans as _remove_orphans
 from .enums import Checkpoints, Nets, coerce_enum
 from .net_kinds import NET_PARAMS
 from .params import NNModelParams, NNParams
@@ -333,61 +336,10 @@ def _check_recipe(run_dir: Path, run_id: str, sidecar: dict[str, Any], path: Pat
             )
 
 
-def _remove_orphans(folder: Path) -> None:
-    """Delete tensors files no sidecar names and temp files of writes that were killed.
-
-    Runs under the run's lock, so no other writer's temp file can be caught.
-    """
-    referenced = set()
-    for sidecar in folder.glob("*.json"):
-        name = _referenced_file(sidecar)
-        if name is not None:
-            referenced.add(name)
-    for path in folder.iterdir():
-        orphan = _TENSORS_FILE.fullmatch(path.name) is not None and path.name not in referenced
-        if orphan or (path.name.startswith(".") and path.name.endswith(".tmp")):
-            with contextlib.suppress(FileNotFoundError, IsADirectoryError, PermissionError):
-                os.unlink(path)  # a link is removed itself, never what it points to
-
-
-def _link_or_copy(src: Path, dst: Path) -> None:
-    tmp = dst.with_name(f".{dst.name}.tmp")
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(tmp)
-    try:
-        os.link(src, tmp)
-    except OSError:  # a filesystem without hard links
-        shutil.copyfile(src, tmp)
-    os.replace(tmp, dst)
-
-
-# The sidecars this process wrote, by path: their bytes and the tensors file they
-# name. Each write reads every sidecar of the run (the old file to drop, the orphans
-# to sweep); one that still holds the bytes written is known without a parse.
-_WRITTEN: dict[str, tuple[bytes, str | None]] = {}
-_WRITTEN_MAX = 1024
-
-
-def _referenced_file(sidecar: Path) -> str | None:
-    """The plain tensors-file name a sidecar holds; anything else counts as none."""
-    try:
-        raw = Path(sidecar).read_bytes()
-        last = _WRITTEN.get(os.path.abspath(sidecar))
-        if last is not None and last[0] == raw:
-            return last[1]
-        name = json.loads(raw).get("tensors_file")
-    except (OSError, ValueError, AttributeError):
-        return None
-    return name if isinstance(name, str) and _TENSORS_FILE.fullmatch(name) else None
-
-
 def _commit_sidecar(path: Path, data: bytes, name: str) -> None:
-    key = os.path.abspath(path)
-    _WRITTEN.pop(key, None)
+    forget_sidecar(path)  # until the new bytes are in place, it is read as any file
     atomic_write_bytes(path, data)
-    _WRITTEN[key] = (data, name)
-    if len(_WRITTEN) > _WRITTEN_MAX:
-        del _WRITTEN[next(iter(_WRITTEN))]
+    remember_sidecar(path, data, name)
 
 
 @dataclass
