@@ -106,6 +106,12 @@ def server(lab_dir, two_runs, chromium_path):
         srv.stop()
 
 
+# JupyterLab's restored promise, held by the page while the test awaits it: V8 tracks an
+# awaited evaluation's promise weakly, and one nothing else holds can be collected
+# before it settles ("Resulting promise was garbage collected", seen once in CI).
+RESTORED = "() => (window.__nnxRestored = window.jupyterapp.restored.then(() => true))"
+
+
 @pytest.fixture
 def page(browser, server, request):
     labs = []
@@ -118,7 +124,7 @@ def page(browser, server, request):
         lab.page.wait_for_function(
             "() => !!window.jupyterapp && document.body.dataset.nnxLabRuns === 'ready'"
         )
-        lab.page.evaluate("() => window.jupyterapp.restored.then(() => true)")
+        lab.page.evaluate(RESTORED)
         labs.append(lab)
         return lab
 
@@ -421,7 +427,7 @@ def test_a_runs_name_comes_first_and_is_renamed_in_its_panel(server, page, lab_d
     lab.page.wait_for_function(
         "() => !!window.jupyterapp && document.body.dataset.nnxLabRuns === 'ready'"
     )
-    lab.page.evaluate("() => window.jupyterapp.restored.then(() => true)")
+    lab.page.evaluate(RESTORED)
     open_side_panel(lab)
     expect(row(lab, named).get_by_test_id("run-name")).to_have_text("lower lr, seed 5")
 
