@@ -114,3 +114,15 @@ def ac_optims(**kw):
 def steps(run):
     lines = [json.loads(x) for x in (run.run_dir / "metrics.jsonl").read_text().splitlines()]
     return [x for x in lines if x["event"] == "step"]
+
+
+def ac_two_terms(net, batch, ctx):
+    """The actor-critic's objective: two terms, the critic's a weighted sum."""
+    from nnx_lab import LossTerm, ObjectiveResult
+
+    X, y = batch
+    actor = ((net.actor(X) - y) ** 2).sum()
+    critic = ((net.critic(X) + y) ** 2).sum()
+    return ObjectiveResult(
+        [LossTerm("actor", actor, len(y)), LossTerm("critic", critic, reduction="sum", weight=0.1)]
+    )

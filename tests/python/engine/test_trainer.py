@@ -14,6 +14,7 @@ from trainer_factories import (
     GAN,
     ac_model,
     ac_optims,
+    ac_two_terms,
     gan_model,
     gan_step,
     mixture,
@@ -25,7 +26,6 @@ from trainer_factories import (
 from nnx_lab import (
     EDP,
     Losses,
-    LossTerm,
     NNModel,
     NNModelParams,
     NNOptimParams,
@@ -34,7 +34,6 @@ from nnx_lab import (
     NNTrainerParams,
     NNTrainParams,
     Objective,
-    ObjectiveResult,
     Trainer,
 )
 from nnx_lab.errors import ComponentRestoreError, ConfigError
@@ -131,7 +130,8 @@ def test_a_warm_resume_2_plus_2_equals_4_bit_for_bit(tmp_path):
     assert [(s["step"], s["loss"], s["lrs"]) for s in steps(second)][-8:] == tail
 
 
-def test_a_stateful_resume_with_other_optimizer_settings_is_refused(tmp_path):
+@pytest.mark.parametrize("call", ["train", "check"])  # check: a race's, before any run
+def test_a_stateful_resume_with_other_optimizer_settings_is_refused(tmp_path, call):
     first = Trainer(gan_model()).train(
         trainer_params(tmp_path, n_epochs=1), trainer_step_fn=gan_step
     )
@@ -140,7 +140,7 @@ def test_a_stateful_resume_with_other_optimizer_settings_is_refused(tmp_path):
         tmp_path, n_epochs=1, optims=optims(d_lr=5e-3), resume_from_run_id=first.id
     )
     with pytest.raises(ComponentRestoreError, match="optims"):
-        Trainer(gan_model()).train(params, trainer_step_fn=gan_step)
+        getattr(Trainer(gan_model()), call)(params, trainer_step_fn=gan_step)
     assert sorted(p.name for p in tmp_path.iterdir()) == before
 
 
@@ -241,15 +241,6 @@ def test_reporting_an_unknown_optimizer_names_the_ones_there_are(runs_root):
         Trainer(gan_model()).train(object(), trainer_step_fn=gan_step)
 
 
-def _two_terms(net, batch, ctx):
-    X, y = batch
-    actor = ((net.actor(X) - y) ** 2).sum()
-    critic = ((net.critic(X) + y) ** 2).sum()
-    return ObjectiveResult(
-        [LossTerm("actor", actor, len(y)), LossTerm("critic", critic, reduction="sum", weight=0.1)]
-    )
-
-
 def test_an_objective_steps_every_optimizer_as_a_hand_written_loop_does(runs_root):
     data = mixture()
     model = ac_model()
@@ -260,12 +251,12 @@ def test_an_objective_steps_every_optimizer_as_a_hand_written_loop_does(runs_roo
         progress=False,
         log_every=1,
     )
-    run = Trainer(model).train(params, objective=Objective(_two_terms))
+    run = Trainer(model).train(params, objective=Objective(ac_two_terms))
     hand = ac_model().net
     actor = torch.optim.Adam(hand.actor.parameters(), lr=1e-2)
     critic = torch.optim.Adam(hand.critic.parameters(), lr=1e-3)
     for X, y in data:
-        result = _two_terms(hand, (X, y), None)
+        result = ac_two_terms(hand, (X, y), None)
         a, c = result.terms
         loss = a.numerator / a.denominator + c.numerator * 0.1
         actor.zero_grad(set_to_none=True)
@@ -283,10 +274,10 @@ def test_an_objective_steps_every_optimizer_as_a_hand_written_loop_does(runs_roo
     lines = [json.loads(x) for x in (run.run_dir / "metrics.jsonl").read_text().splitlines()]
     epoch = next(x for x in lines if x["event"] == "epoch_ended")
     assert set(epoch["train"]["terms"]) == {"actor", "critic"}
-    assert "_two_terms" in json.dumps(run.config["objective"]["code"])
+    assert "ac_two_terms" in json.dumps(run.config["objective"]["code"])
     assert run.config["objective"]["config"]["trainer"]["optims"]["critic"]["max_lr"] == 1e-3
     with pytest.raises(ConfigError, match="exactly one of"):
-        Trainer(model).train(params, objective=Objective(_two_terms), trainer_step_fn=gan_step)
+        Trainer(model).train(params, objective=Objective(ac_two_terms), trainer_step_fn=gan_step)
 
 
 def test_an_objective_trains_under_bf16_as_a_hand_written_autocast_loop_does(runs_root):
@@ -299,14 +290,14 @@ def test_an_objective_trains_under_bf16_as_a_hand_written_autocast_loop_does(run
     params = NNTrainerParams(
         optims=ac_optims(), train_loader=data, runs_root=str(runs_root), progress=False
     )
-    run = Trainer(trained).train(params, objective=Objective(_two_terms))
+    run = Trainer(trained).train(params, objective=Objective(ac_two_terms))
     assert run.config["model"]["precision"]["mode"] == "bf16"
     hand = model().net
     actor = torch.optim.Adam(hand.actor.parameters(), lr=1e-2)
     critic = torch.optim.Adam(hand.critic.parameters(), lr=1e-3)
     for X, y in data:
         with torch.autocast("cpu", dtype=torch.bfloat16):
-            a, c = _two_terms(hand, (X, y), None).terms
+            a, c = ac_two_terms(hand, (X, y), None).terms
         loss = a.numerator / a.denominator + c.numerator * 0.1
         actor.zero_grad(set_to_none=True)
         critic.zero_grad(set_to_none=True)
@@ -321,7 +312,7 @@ def test_an_objective_trains_under_bf16_as_a_hand_written_autocast_loop_does(run
     plain = model().net
     opt = torch.optim.Adam(plain.actor.parameters(), lr=1e-2)
     X, y = next(iter(data))
-    a, _ = _two_terms(plain, (X, y), None).terms
+    a, _ = ac_two_terms(plain, (X, y), None).terms
     opt.zero_grad()
     (a.numerator / a.denominator).backward()
     opt.step()

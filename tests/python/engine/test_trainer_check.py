@@ -9,7 +9,7 @@ import pytest
 from trainer_factories import GAN, gan_model, gan_step, optims, trainer_params
 
 from nnx_lab import Losses, MonitorSpec, NNModel, NNModelParams, Objective, Trainer
-from nnx_lab.errors import ComponentRestoreError, NNxError
+from nnx_lab.errors import NNxError
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -98,16 +98,3 @@ def test_check_says_the_run_id_train_records_and_creates_nothing(runs_root):
     run = trainer.train(trainer_params(runs_root), trainer_step_fn=gan_step)
     assert gate.pre.run_id == run.id
     assert trainer.last_step is not None
-
-
-def test_check_refuses_a_stateful_resume_with_other_optimizer_settings(tmp_path):
-    first = Trainer(gan_model()).train(
-        trainer_params(tmp_path, n_epochs=1), trainer_step_fn=gan_step
-    )
-    before = sorted(p.name for p in tmp_path.iterdir())
-    params = trainer_params(
-        tmp_path, n_epochs=1, optims=optims(d_lr=5e-3), resume_from_run_id=first.id
-    )
-    with pytest.raises(ComponentRestoreError, match="optims"):
-        Trainer(gan_model()).check(params, trainer_step_fn=gan_step)
-    assert sorted(p.name for p in tmp_path.iterdir()) == before

@@ -14,7 +14,15 @@ import pytest
 import torch
 from step_factories import mlp_model, tabular_params
 from test_monitor_trainer import _sent_columns
-from trainer_factories import ac_model, ac_optims, gan_model, gan_step, mixture, optims
+from trainer_factories import (
+    ac_model,
+    ac_optims,
+    ac_two_terms,
+    gan_model,
+    gan_step,
+    mixture,
+    optims,
+)
 from trainer_factories import trainer_params as _trainer_params
 
 from nnx_lab import (
@@ -42,17 +50,6 @@ def _step():
     return functools.partial(gan_step)
 
 
-def _two_terms(net, batch, ctx):
-    from nnx_lab import LossTerm, ObjectiveResult
-
-    X, y = batch
-    actor = ((net.actor(X) - y) ** 2).sum()
-    critic = ((net.critic(X) + y) ** 2).sum()
-    return ObjectiveResult(
-        [LossTerm("actor", actor, len(y)), LossTerm("critic", critic, reduction="sum", weight=0.1)]
-    )
-
-
 def _ac_params(root):
     return NNTrainerParams(
         optims=ac_optims(), train_loader=mixture(), runs_root=str(root), progress=False, log_every=1
@@ -74,7 +71,7 @@ def _jobs(root):
             trainer_step_fn=_step(),
         ),
         "actor-critic": TrainJob(
-            Trainer(ac_model()), _ac_params(root), objective=Objective(_two_terms)
+            Trainer(ac_model()), _ac_params(root), objective=Objective(ac_two_terms)
         ),
     }
 
