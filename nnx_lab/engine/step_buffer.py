@@ -10,7 +10,6 @@ are summed across the ranks before they are finalized.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -88,24 +87,26 @@ class StepBuffer:
             lrs, self.lrs = self.lrs, []
             records, conf, weights = self.drain()
             # several optimizers: their rates, and no single ``lr`` to stand for them
-            out = [replace(r, lr=None, lrs=v) for r, v in zip(records, lrs, strict=True)]
+            out = [_with(r, lr=None, lrs=v) for r, v in zip(records, lrs, strict=True)]
             return out, conf, weights
         if self.terms and len(self.terms) == len(self.meta):
             names = list(self.terms[0])
-            rows = torch.stack([torch.stack([t[n] for n in names]) for t in self.terms]).tolist()
+            # one stack of every step's terms, in step order then name order: one
+            # read-back, the values of a stack per step
+            flat = torch.stack([t[n] for t in self.terms for n in names]).tolist()
             self.terms = []
             records, conf, weights = self.drain()
-            values = [dict(zip(names, row, strict=True)) for row in rows]
-            return (
-                [replace(r, terms=v) for r, v in zip(records, values, strict=True)],
-                conf,
-                weights,
-            )
+            width = len(names)
+            out = [
+                _with(r, terms=dict(zip(names, flat[i * width : (i + 1) * width], strict=True)))
+                for i, r in enumerate(records)
+            ]
+            return out, conf, weights
         if not self.aux or len(self.aux) != len(self.meta):
             return self._drain()
         aux = self._aux_values()
         records, conf, weights = self._drain()
-        return [replace(r, aux=a) for r, a in zip(records, aux, strict=True)], conf, weights
+        return [_with(r, aux=a) for r, a in zip(records, aux, strict=True)], conf, weights
 
     def _aux_values(self) -> list[dict[str, float]]:
         """Each step's terms read back at once; in a data-parallel run, the union's
@@ -277,3 +278,14 @@ def _flat(t: torch.Tensor) -> torch.Tensor:
     # a class index per row is already flat; a reshape per step (two a step, each read-
     # back) costs more than the read-back's one bincount
     return t if t.ndim == 1 else t.reshape(-1)
+
+
+def _with(record: StepRecord, **changes: Any) -> StepRecord:
+    """``dataclasses.replace(record, **changes)`` for the flush's hot path: the frozen
+    record has no ``__post_init__``, so its fields are copied as they are (replace builds
+    a new one through the generated ``__init__``, ~6 µs a record, twice per step line)."""
+    new = object.__new__(StepRecord)
+    fields = new.__dict__
+    fields.update(record.__dict__)
+    fields.update(changes)
+    return new

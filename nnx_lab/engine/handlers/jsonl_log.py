@@ -93,8 +93,9 @@ def _json_number(x: float | int | None) -> str:
 
 
 def _step_line(record: StepRecord) -> str:
-    body = ",".join(f'"{n}":{_json_number(getattr(record, n))}' for n in _STEP_FIELDS)
-    if any(getattr(record, n) is not None for n in _OPTIONAL):
-        more = {n: getattr(record, n) for n in _OPTIONAL if getattr(record, n) is not None}
+    values = record.__dict__  # a frozen dataclass's fields, read without getattr per name
+    body = ",".join(f'"{n}":{_json_number(values[n])}' for n in _STEP_FIELDS)
+    more = {n: values[n] for n in _OPTIONAL if values[n] is not None}
+    if more:
         body += "," + json.dumps(more, allow_nan=True)[1:-1]
     return f'{{"event":"step",{body}}}\n'

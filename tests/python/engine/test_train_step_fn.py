@@ -92,6 +92,32 @@ def test_the_run_counts_the_updates_the_step_reports(tmp_path):
     assert [s["step"] for s in _steps(run)] == [2, 4, 6, 8, 10, 12, 14, 16]
 
 
+class _CountingTerms:
+    """A step whose two logged terms name the step they came from."""
+
+    def __init__(self):
+        self.calls, self.terms = 0, None
+
+    def __call__(self, ctx):
+        self.calls += 1
+        a, b = torch.tensor(float(self.calls)), torch.tensor(-10.0 * self.calls)
+        self.terms = ({"a": a, "b": b}, {"a": (a * 8, 8), "b": (b * 8, 8)})
+        return default_train_step(ctx)
+
+    def current_terms(self):
+        return self.terms
+
+
+def test_each_step_line_holds_its_own_steps_terms_across_read_backs(tmp_path):
+    run = _model().train(_params(tmp_path, log_every=3), train_step_fn=_CountingTerms())
+    steps = _steps(run)
+    # 8 steps in read-backs of 3, 1, 3, 1: each line's terms are its own step's, in order
+    assert [s["terms"] for s in steps] == [{"a": n, "b": -10.0 * n} for n in range(1, 9)]
+    assert [s["step"] for s in steps] == list(range(1, 9))
+    order = ["event", "step", "epoch", "batch", "lr", "samples", "loss", "error", "accuracy"]
+    assert list(steps[0]) == [*order, "precision", "recall", "f1", "terms"]
+
+
 def _objective():
     return Objective(lambda net, batch, ctx: ObjectiveResult([LossTerm("a", net(batch[0]).sum())]))
 
