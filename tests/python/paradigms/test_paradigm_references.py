@@ -116,6 +116,33 @@ def test_kd_step_equals_the_hand_written_loss_and_update(alpha, T):
         assert torch.equal(value, teacher_before[name]), name
 
 
+def test_a_teacher_put_back_in_training_mode_is_distilled_in_eval_mode():
+    X, y = _tabular()
+    torch.manual_seed(3)
+    teacher = torch.nn.Sequential(
+        torch.nn.Linear(6, 16), torch.nn.Dropout(0.5), torch.nn.Linear(16, 3)
+    )
+    step = kd_train_step_factory(teacher, alpha=1.0, temperature=2.0)
+    with torch.no_grad():
+        expected = teacher(X)  # eval mode: no dropout
+    teacher[1].train()  # one submodule back in training mode, after the factory
+    student = _mlp(2)
+    ref = copy.deepcopy(student)
+    step(_ctx(student, (X, y), [], clip=None))
+    assert not any(m.training for m in teacher.modules())
+    soft = (
+        F.kl_div(
+            F.log_softmax(ref(X) / 2.0, 1),
+            F.log_softmax(expected / 2.0, 1),
+            reduction="sum",
+            log_target=True,
+        )
+        * 4.0
+        / 24
+    )
+    assert math.isclose(float(step.current_terms()[0]["soft"]), float(soft.detach()), rel_tol=1e-5)
+
+
 def test_kd_objective_has_the_step_s_terms_and_gradients():
     from nnx_lab import NNModel, NNParams, ObjectiveContext
 
