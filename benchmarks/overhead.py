@@ -43,6 +43,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from overhead_nets import NET_CASES
 
+# the optimizer's keywords on each side of the MLP cases (step_cost.py --fused sets
+# {"fused": True}: nnx-lab's NNOptimParams(fused=True), torch.optim.Adam(fused=True))
+NNX_OPTIM: dict = {}
+RAW_OPTIM: dict = {}
+
 CASES = {
     # name: (input, hidden, output, samples, batch, epochs, target ratio)
     "large": (784, (512, 512), 10, 20_000, 128, 3, 0.97),
@@ -72,7 +77,7 @@ def raw_loop(case: str, loader) -> float:
     for a, b in itertools.pairwise(dims):
         layers += [nn.Linear(a, b), nn.ReLU()]
     net = nn.Sequential(*layers, nn.Linear(dims[-1], d_out))
-    opt = torch.optim.Adam(net.parameters(), lr=1e-3)
+    opt = torch.optim.Adam(net.parameters(), lr=1e-3, **RAW_OPTIM)
     loss_fn = nn.CrossEntropyLoss()
     t0 = time.perf_counter()
     net.train()
@@ -116,7 +121,7 @@ def nnx_loop(case: str, loader, root: str) -> tuple[float, float, float, float]:
         n_epochs=epochs,
         train_loader=loader,
         seed=0,
-        optim=NNOptimParams(max_lr=1e-3, grad_clip_norm=1.0),
+        optim=NNOptimParams(max_lr=1e-3, grad_clip_norm=1.0, **NNX_OPTIM),
         runs_root=tempfile.mkdtemp(dir=root),  # a fresh root: a new run, as a user's would be
         progress=False,
     )

@@ -23,6 +23,7 @@ and by ``NNModel.train`` in interleaved pairs (overhead.py's own helpers, import
     python benchmarks/step_cost.py --reps 15 --threads 1 --steps 400 --profile
     python benchmarks/step_cost.py --samples 6400 --steps 400   # 200 steps an epoch
     python benchmarks/step_cost.py --compile --no-cost  # torch.compile on the transformer
+    python benchmarks/step_cost.py --fused --no-cost   # NNOptimParams(fused=True) as well
 
 ``--profile`` adds cProfile tables (own time per function) for the per-step part and the
 per-run part of one more run. ``--compile`` trains the transformer case of
@@ -114,7 +115,9 @@ def define_long(factor: int) -> int:
     return epochs * math.ceil(n * factor / batch)
 
 
-def split(reps: int, steps: int, factor: int) -> None:
+def split(
+    reps: int, steps: int, factor: int, only_fast: bool = False, label_extra: str = ""
+) -> None:
     """A step's own cost apart from the run's fixed cost: the two cases differ only in
     steps (the same epochs, epoch ends, checkpoints, setup and finish), so the extra
     time over the raw loop divided by the extra steps is what one more step costs, and
@@ -122,7 +125,7 @@ def split(reps: int, steps: int, factor: int) -> None:
     and checkpoint, whatever the run's length."""
     switch = fast_switch()
     long_steps = define_long(factor)
-    modes = [True, False] if switch is not None else [None]
+    modes = ([True] if only_fast else [True, False]) if switch is not None else [None]
     before = switch(None) if switch is not None else None
     med = statistics.median
     for mode in modes:
@@ -154,6 +157,7 @@ def split(reps: int, steps: int, factor: int) -> None:
             for (r, o, _), m in zip(short, marginal, strict=True)
         ]
         label = {True: "fast path on", False: "fast path off", None: "fast path: n/a"}[mode]
+        label += label_extra
         print(
             f"-- {label}: a step apart from the run ({reps} rounds of {steps} and"
             f" {long_steps} steps, {overhead.CASES[CASE][5]} epochs each) --"
@@ -186,19 +190,36 @@ def split(reps: int, steps: int, factor: int) -> None:
         switch(before)
 
 
+def fused(reps: int, steps: int, factor: int) -> None:
+    """The fast path with nnx-lab's fused Adam, against the raw loop as people write it
+    (torch's default Adam), then against a raw loop with torch's fused Adam too."""
+    overhead.NNX_OPTIM["fused"] = True
+    try:
+        for raw_fused, against in ((False, "raw default Adam"), (True, "raw fused Adam")):
+            overhead.RAW_OPTIM["fused"] = raw_fused
+            extra = f", nnx-lab fused Adam vs {against}"
+            cost(reps, steps, only_fast=True, label_extra=extra)
+            if factor:
+                split(reps, steps, factor, only_fast=True, label_extra=extra)
+    finally:
+        overhead.NNX_OPTIM.clear()
+        overhead.RAW_OPTIM.clear()
+
+
 def verdict(ok: bool) -> str:
     return "OK" if ok else "BELOW"
 
 
-def cost(reps: int, steps: int) -> None:
+def cost(reps: int, steps: int, only_fast: bool = False, label_extra: str = "") -> None:
     switch = fast_switch()
-    modes = [True, False] if switch is not None else [None]
+    modes = ([True] if only_fast else [True, False]) if switch is not None else [None]
     before = switch(None) if switch is not None else None  # None only reads it
     for mode in modes:
         if switch is not None:
             switch(mode)
         rows = pairs(reps, steps, indexed=mode is True)
         label = {True: "fast path on", False: "fast path off", None: "fast path: n/a"}[mode]
+        label += label_extra
         raw_step = [1e6 * r / steps for r, _, _ in rows]
         per_step = [1e6 * (o[0] - r) / steps for r, o, _ in rows]
         per_run = [o[2] + o[3] for _, o, _ in rows]
@@ -392,6 +413,12 @@ def main() -> None:
     ap.add_argument("--compile", action="store_true", help="torch.compile on the transformer")
     ap.add_argument("--no-cost", action="store_true", help="skip the per-step/per-run figures")
     ap.add_argument(
+        "--fused",
+        action="store_true",
+        help="then again with NNOptimParams(fused=True) (torch's fused Adam: other last bits, "
+        "another run id), against the raw loop with torch's default Adam and with its fused one",
+    )
+    ap.add_argument(
         "--split",
         type=int,
         default=5,
@@ -410,6 +437,8 @@ def main() -> None:
         cost(args.reps, steps)
     if args.split:
         split(args.reps, steps, args.split)
+    if args.fused:
+        fused(args.reps, steps, args.split)
     if args.profile:
         profile(steps, args.top)
     if args.compile:

@@ -6,12 +6,14 @@ from typing import Any
 
 import torch
 
+from ..errors import ConfigError
 from .enums import Optims
 from .param_groups import optimizer_groups
 
 __all__ = [
     "build_optimizer",
     "build_scheduler",
+    "check_optimizer",
     "load_optimizer_state",
     "optimizer_groups",
     "optimizer_topology",
@@ -38,6 +40,8 @@ def build_optimizer(groups: list[Any], optim: Any) -> torch.optim.Optimizer:
     dicts, whose own ``lr`` / ``weight_decay`` override ``optim``'s."""
     params = [dict(g) if isinstance(g, dict) else {"params": g} for g in groups]
     kw: dict[str, Any] = {"lr": optim.max_lr, "weight_decay": optim.weight_decay}
+    if getattr(optim, "fused", False):
+        return _fused(params, optim, kw)
     if optim.name in (Optims.ADAM, Optims.ADAMW):
         # torch's multi-tensor Adam is its single-tensor one batched: the same ops on
         # each tensor in the same order, so the same numbers (tests/python/engine/
@@ -51,13 +55,63 @@ def build_optimizer(groups: list[Any], optim: Any) -> torch.optim.Optimizer:
     return torch.optim.RMSprop(params, momentum=optim.momentum, **kw)
 
 
+def _fused(params: list[dict[str, Any]], optim: Any, kw: dict[str, Any]) -> torch.optim.Optimizer:
+    """torch's fused Adam, AdamW or SGD; parameters it has no kernel for (a device, an
+    integer dtype) are refused with a ConfigError naming the field, here rather than at
+    the first step, where torch checks them (a run builds one before its directory
+    exists: ``check_optimizer``)."""
+    devices = _fused_devices()
+    bad = sorted(
+        {
+            f"{p.dtype} on {p.device.type}"
+            for g in params
+            for p in g["params"]
+            if p.requires_grad and not (p.device.type in devices and p.is_floating_point())
+        }
+    )
+    if bad:
+        raise ConfigError(
+            "NNOptimParams.fused",
+            True,
+            f"torch's fused kernels take floating-point tensors on {', '.join(devices)}, "
+            f"and this model trains {', '.join(bad)}: leave fused=False",
+        )
+    if optim.name is Optims.SGD:
+        return torch.optim.SGD(params, momentum=optim.momentum, fused=True, **kw)
+    kind = torch.optim.Adam if optim.name is Optims.ADAM else torch.optim.AdamW
+    return kind(params, betas=optim.momentum, fused=True, **kw)
+
+
+def _fused_devices() -> list[str]:
+    """The device types torch has fused optimizer kernels for."""
+    try:
+        from torch.utils._foreach_utils import _get_fused_kernels_supported_devices
+    except ImportError:  # a torch without the helper: the devices of torch 2.4-2.13
+        return ["cpu", "cuda", "mps", "xpu", "hpu"]
+    return list(_get_fused_kernels_supported_devices())
+
+
+def check_optimizer(net: torch.nn.Module, optim: Any) -> None:
+    """Build ``optim``'s optimizer over ``net`` once, when it may be refused for the
+    parameters themselves (a fused kernel): the refusal then comes before any side
+    effect. Building one allocates no state (torch's state is made at the first step)."""
+    if getattr(optim, "fused", False):
+        build_optimizer(optimizer_groups(net, optim), optim)
+
+
 def load_optimizer_state(optimizer: torch.optim.Optimizer, state: dict[str, Any]) -> None:
-    """``optimizer.load_state_dict(state)`` keeping this optimizer's own ``foreach``
-    choice: the state's is the writer's (its device; an older nnx-lab's default)."""
-    choice = [group.get("foreach") for group in optimizer.param_groups]
+    """``optimizer.load_state_dict(state)`` keeping this optimizer's own ``foreach`` and
+    ``fused`` choices: the state's are the writer's (its device; an older nnx-lab's
+    default; another run's settings when a state seeds a fine-tune)."""
+    keys = ("foreach", "fused")
+    choice = [{k: group.get(k) for k in keys if k in group} for group in optimizer.param_groups]
     optimizer.load_state_dict(state)
-    for group, foreach in zip(optimizer.param_groups, choice, strict=True):
-        group["foreach"] = foreach
+    for group, own in zip(optimizer.param_groups, choice, strict=True):
+        for k in keys:
+            if k in own:
+                group[k] = own[k]
+            else:
+                group.pop(k, None)
 
 
 def _foreach_ok(params: Any) -> bool:

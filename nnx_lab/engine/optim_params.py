@@ -25,7 +25,12 @@ class NNOptimParams(Params):
     """Optimizer settings. ``momentum`` is Adam's (beta1, beta2) pair, or SGD/RMSprop's float.
 
     ``param_groups``: fine-tuning rules (``NNParamGroupSpec``), first match wins; the
-    parameters no rule matches train with ``max_lr`` and ``weight_decay``."""
+    parameters no rule matches train with ``max_lr`` and ``weight_decay``.
+
+    ``fused``: torch's fused kernel for Adam, AdamW and SGD (the whole update of a
+    tensor in one kernel): less time per step, but its rounding is its own, so the
+    weights differ from the default's in their last bits and the setting enters the
+    run id (docs/performance.md#fused-optimizer-kernels-on-request)."""
 
     name: Optims = Optims.ADAM
     max_lr: float = 1e-3
@@ -33,10 +38,23 @@ class NNOptimParams(Params):
     weight_decay: float = 0.0
     grad_clip_norm: float | None = None
     param_groups: tuple[NNParamGroupSpec, ...] = ()
+    fused: bool = False
 
     def __post_init__(self) -> None:
         name = coerce_enum(Optims, self.name, "NNOptimParams.name")
         set_field(self, "name", name)
+        if not isinstance(self.fused, bool):
+            raise ConfigError(
+                "NNOptimParams.fused",
+                self.fused,
+                "True (torch's fused optimizer kernel) or False (the default)",
+            )
+        if self.fused and name is Optims.RMSPROP:
+            raise ConfigError(
+                "NNOptimParams.fused",
+                True,
+                "torch has no fused RMSprop: leave fused=False, or use Adam, AdamW or SGD",
+            )
         set_field(self, "param_groups", coerce_group_specs(self.param_groups))
         set_field(
             self,
@@ -118,6 +136,8 @@ class NNOptimParams(Params):
         data = super().to_json()
         if not self.param_groups:  # absent by default: existing run ids stay as they were
             data.pop("param_groups")
+        if not self.fused:  # the same: only a fused optimizer is another run
+            data.pop("fused")
         return data
 
     @classmethod

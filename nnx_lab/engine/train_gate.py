@@ -15,6 +15,7 @@ from ..runs import check_manifest
 from .components import check_components
 from .drift import print_model_banner
 from .network_source import adapt_train_params
+from .optim import check_optimizer
 from .params import NNTrainParams
 from .run_assembly import Preflight, check_existing, own_state
 from .step_batches import own_batches
@@ -58,6 +59,7 @@ def check_train(
     )
     check_objective(objective, distributed, params, eval_step_fn)
     check_step_fn(train_step_fn, objective, distributed, model.trained_params().compile)
+    check_optimizer(model.net, params.optim)
     if banner:
         print_model_banner(model)
     pre = model.preflight(
