@@ -15,6 +15,7 @@ partner and its negatives are the other ``2N − 2`` embeddings of the batch.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -61,9 +62,17 @@ def nt_xent_loss(z_a: torch.Tensor, z_b: torch.Tensor, temperature: float) -> to
     n = z_a.shape[0]
     z = F.normalize(torch.cat([z_a, z_b]).float(), dim=1)
     sim = (z @ z.T) / temperature
-    sim = sim.masked_fill(torch.eye(2 * n, dtype=torch.bool, device=z.device), float("-inf"))
-    partner = torch.cat([torch.arange(n, 2 * n), torch.arange(n)]).to(z.device)
-    return F.cross_entropy(sim, partner)
+    self_pairs, partner = _pairs(n, z.device)
+    return F.cross_entropy(sim.masked_fill(self_pairs, float("-inf")), partner)
+
+
+@functools.lru_cache(maxsize=8)
+def _pairs(n: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """The diagonal mask and each row's partner for 2n embeddings: the same for every
+    batch of n items, so made once (read only: masked_fill and cross_entropy copy)."""
+    self_pairs = torch.eye(2 * n, dtype=torch.bool, device=device)
+    partner = torch.cat([torch.arange(n, 2 * n), torch.arange(n)]).to(device)
+    return self_pairs, partner
 
 
 class SimCLRStep:
