@@ -24,7 +24,7 @@ import torch
 
 from ..data.metrics import FinalizeContext, MetricBatch, MetricSpec, statistic_for
 from ..errors import ConfigError, DataError
-from .tasks import Task
+from .tasks import Task, argmax_last
 
 __all__ = ["Scorer", "call_extra", "check_declared", "gather_rows", "scorer_specs"]
 
@@ -121,7 +121,7 @@ class Scorer:
                 valid,
                 logits.shape[-1],
                 logits=logits,
-                decoded=logits.argmax(dim=-1),
+                decoded=argmax_last(logits),
                 dtype=dtype,
             ), bad
         width = out.shape[-1] if out.ndim > 1 else 1

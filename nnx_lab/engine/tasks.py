@@ -23,7 +23,7 @@ from .enums import Losses
 from .losses import LossFn
 from .task_spec import TaskSpec
 
-__all__ = ["Task", "task_for"]
+__all__ = ["Task", "argmax_last", "task_for"]
 
 
 @dataclass(frozen=True)
@@ -69,7 +69,7 @@ class Task:
     def decode(self, out: torch.Tensor) -> torch.Tensor:
         """Class indices, 0/1 indicators (logit >= 0), or the values."""
         if self.kind == "categorical":
-            return out.argmax(dim=-1)
+            return argmax_last(out)
         if self.kind == "binary":
             return (out >= 0).long()
         if self.kind == "multilabel":
@@ -130,3 +130,14 @@ def task_for(
     if y_sample is not None and y_sample.is_floating_point():
         return Task("regression", output_dim, shaped=False)
     return Task("categorical", output_dim, loss.ignore_index, shaped=False)
+
+
+def argmax_last(out: torch.Tensor) -> torch.Tensor:
+    """``out.argmax(dim=-1)``: the index of the first maximum along the last axis (a NaN
+    counts as the maximum). On the CPU ``max(dim=-1).indices`` gives the same indices,
+    ties and NaNs included (tests/python/engine/test_tasks.py holds it to that), in
+    about half the time: a language model's per-step decode of (batch, sequence,
+    vocabulary) logits took 4 % of its step with argmax."""
+    if out.device.type == "cpu" and out.ndim > 0 and out.shape[-1] > 0:
+        return out.max(dim=-1).indices
+    return out.argmax(dim=-1)

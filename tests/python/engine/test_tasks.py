@@ -439,3 +439,24 @@ def test_a_run_with_a_task_and_a_monitor_reads_back_without_torch(tmp_path):
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_the_decode_is_argmax_ties_nans_and_infinities_included(dtype):
+    from nnx_lab.engine.tasks import argmax_last
+
+    g = torch.Generator().manual_seed(0)
+    # few distinct values: many rows hold their maximum more than once
+    x = torch.randint(-3, 4, (16, 9, 7), generator=g).to(dtype)
+    x[0, 0, 4] = float("nan")
+    x[0, 1, :] = float("nan")
+    x[1, 0, 2] = float("inf")
+    x[1, 0, 5] = float("inf")
+    x[1, 1, :] = float("-inf")
+    x[2, 2, 6] = float("nan")
+    x[2, 2, 1] = float("inf")
+    for view in (x, x.transpose(0, 1), x[:, :, :5], x.reshape(-1, 7)):
+        got = argmax_last(view)
+        assert got.dtype == torch.int64
+        assert torch.equal(got, view.argmax(dim=-1))
+    assert torch.equal(argmax_last(x[0, 0]), x[0, 0].argmax(dim=-1))  # one row
