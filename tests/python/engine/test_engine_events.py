@@ -188,3 +188,22 @@ def test_a_stop_commits_the_pending_best(runs_root):
     improved = [e["epoch"] for e in run.epochs if e["improved"]]
     assert NNCheckpoint.load(run=run, type=Checkpoints.BEST).epoch == improved[-1]
     assert NNCheckpoint.load(run=run, type=Checkpoints.LAST).step == 19
+
+
+def test_a_records_extra_fields_are_set_as_dataclasses_replace_would():
+    import dataclasses
+
+    from nnx_lab.engine.step_buffer import _with
+
+    # the read-back copies a record's fields without its __init__: only sound while the
+    # record runs no __post_init__ (a check or a conversion there would be skipped)
+    assert not hasattr(ev.StepRecord, "__post_init__")
+    record = ev.StepRecord(3, 1, 2, 0.01, 32, 0.5, 0.1, 0.9, 0.8, 0.7, 0.75)
+    for changes in ({"terms": {"a": 1.0}}, {"aux": {"load": 0.2}}, {"lr": None, "lrs": {"G": 0.1}}):
+        got = _with(record, **changes)
+        assert got == dataclasses.replace(record, **changes)
+        assert type(got) is ev.StepRecord
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            got.loss = 1.0  # type: ignore[misc]
+    assert record.terms is None  # the original is untouched
+    assert record.lr == 0.01
