@@ -69,17 +69,13 @@ class _Teacher:
         net.eval()
         for p in net.parameters():
             p.requires_grad_(False)
-        # walked once, not per step (the walk is a recursive generator per submodule);
-        # Module.to() moves a parameter in place, so the first one still tells the device
-        self._modules = list(net.modules())
-        self._first = next(net.parameters(), None)
 
     def logits(self, X: torch.Tensor, device: torch.device) -> torch.Tensor:
         # kept in eval mode, whatever the caller did since: reading the flags costs a
         # fraction of setting them (Module.eval() walks and sets every submodule's)
-        if any(m.training for m in self._modules):
+        if any(m.training for m in self.net.modules()):
             self.net.eval()
-        params = self._first
+        params = next(self.net.parameters(), None)
         here = X if params is None or params.device == X.device else X.to(params.device)
         with torch.no_grad():
             return forward(self.net, here).to(device)
