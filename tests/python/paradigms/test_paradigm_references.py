@@ -116,7 +116,8 @@ def test_kd_step_equals_the_hand_written_loss_and_update(alpha, T):
         assert torch.equal(value, teacher_before[name]), name
 
 
-def test_a_teacher_put_back_in_training_mode_is_distilled_in_eval_mode():
+@pytest.mark.parametrize("change", ["train_one", "add_one"])
+def test_a_teacher_put_back_in_training_mode_is_distilled_in_eval_mode(change):
     X, y = _tabular()
     torch.manual_seed(3)
     teacher = torch.nn.Sequential(
@@ -125,7 +126,10 @@ def test_a_teacher_put_back_in_training_mode_is_distilled_in_eval_mode():
     step = kd_train_step_factory(teacher, alpha=1.0, temperature=2.0)
     with torch.no_grad():
         expected = teacher(X)  # eval mode: no dropout
-    teacher[1].train()  # one submodule back in training mode, after the factory
+    if change == "train_one":
+        teacher[1].train()  # one submodule back in training mode, after the factory
+    else:
+        teacher.append(torch.nn.Dropout(0.5))  # one added after it: a new module trains
     student = _mlp(2)
     ref = copy.deepcopy(student)
     step(_ctx(student, (X, y), [], clip=None))
