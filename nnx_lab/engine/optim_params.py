@@ -204,6 +204,11 @@ class NNOptimParamsBuilder:
         self._values["grad_clip_norm"] = value
         return self
 
+    def fused(self, value: bool = True) -> NNOptimParamsBuilder:
+        """torch's fused Adam / AdamW / SGD kernel (another run id; see NNOptimParams)."""
+        self._values["fused"] = value
+        return self
+
     def param_groups(self, *specs: NNParamGroupSpec) -> NNOptimParamsBuilder:
         self._values["param_groups"] = specs
         return self

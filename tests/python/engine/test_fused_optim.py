@@ -63,6 +63,9 @@ def test_fused_is_another_run_and_the_default_keeps_its_id(runs_root):
     assert fused_run.id != plain_run.id
     assert fused_run.config["train"]["optim"]["fused"] is True
     assert NNOptimParams.from_json(fused.optim.to_json()) == fused.optim
+    built = NNOptimParams.builder().adam(max_lr=1e-2).fused().build()
+    assert built.fused is True
+    assert built == NNOptimParams(max_lr=1e-2, fused=True)
 
 
 def test_a_fused_run_resumes_bit_for_bit(runs_root):
