@@ -139,3 +139,26 @@ def test_a_loaded_state_keeps_this_optimizers_fused_choice():
     assert torch.equal(
         back.state_dict()["state"][0]["exp_avg"], writer.state[writer_p[0]]["exp_avg"]
     )
+
+
+def test_a_plan_carries_fused_into_its_run_and_refuses_it_with_rmsprop(runs_root):
+    import json
+
+    import plan_factories as pf
+
+    from nnx_lab import ExperimentPlan
+    from nnx_lab.plans import set_config_report
+
+    before = set_config_report(False)
+    try:
+        base = pf.toy_plan(runs_root, n_epochs=1)
+        plan = base.with_optim(fused=True)
+        back = ExperimentPlan.from_json(json.loads(json.dumps(plan.to_json()))).resolve()
+        assert back.expected_run_id() == plan.expected_run_id() != base.expected_run_id()
+        _model, params, _ = back.materialize()
+        assert params.optim.fused is True
+        problems = base.with_optim(name="rmsprop", fused=True).validate()
+        assert "train.optim.fused" in problems.fields
+        assert "no fused RMSprop" in problems.get("train.optim.fused").fix
+    finally:
+        set_config_report(before)
