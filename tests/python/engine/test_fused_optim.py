@@ -7,6 +7,8 @@ bit, and refused before any side effect where torch has no kernel for the parame
 
 from __future__ import annotations
 
+import sys
+
 import engine_factories as f
 import pytest
 import torch
@@ -162,3 +164,15 @@ def test_a_plan_carries_fused_into_its_run_and_refuses_it_with_rmsprop(runs_root
         assert "no fused RMSprop" in problems.get("train.optim.fused").fix
     finally:
         set_config_report(before)
+
+
+def test_a_torch_without_the_device_helper_falls_back_to_its_devices(monkeypatch):
+    from torch.utils._foreach_utils import _get_fused_kernels_supported_devices
+
+    real = set(_get_fused_kernels_supported_devices())
+    # a None entry makes ``from torch.utils._foreach_utils import ...`` raise ImportError
+    monkeypatch.setitem(sys.modules, "torch.utils._foreach_utils", None)
+    fallback = optim_module._fused_devices()
+    assert {"cpu", "cuda"} <= set(fallback) <= real  # no device this torch lacks
+    opt = build_optimizer([{"params": _params()}], _fused_optim(Optims.ADAM))
+    assert opt.param_groups[0]["fused"] is True
