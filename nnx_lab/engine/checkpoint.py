@@ -48,6 +48,7 @@ from .checkpoint_files import forget_sidecar, remember_sidecar
 from .checkpoint_files import link_or_copy as _link_or_copy
 from .checkpoint_files import referenced_file as _referenced_file
 from .checkpoint_files import remove_orphans as _remove_orphans
+from .digest import Digest
 from .enums import Checkpoints, Nets, coerce_enum
 from .net_kinds import NET_PARAMS
 from .params import NNModelParams, NNParams
@@ -114,7 +115,7 @@ def write_checkpoint(
     if training_state is not None:
         state_json = split_state(training_state, "state", tensors)
     payload = st_save(tensors)
-    digest = hashlib.sha256(payload).hexdigest()
+    digest = Digest(payload)  # hashed while the tensors file is written
     folder = _checkpoint_folder(run_dir)
     tag = f"{meta.get('step', 0):08d}-{uuid.uuid4().hex[:8]}"
     sidecars = []
@@ -138,7 +139,7 @@ def write_checkpoint(
                         "format": FORMAT_VERSION,
                         "type": type_,
                         "tensors_file": name,
-                        "sha256": digest,
+                        "sha256": digest.hexdigest(),
                         "weights_only": training_state is None,
                         "training_state": state_json,
                         **meta,
