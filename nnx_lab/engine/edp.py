@@ -1,8 +1,9 @@
 """Evaluation data points and confusion-matrix metrics.
 
-Classification metrics come from confusion matrices accumulated over a whole split (or
-one per step, built for many steps at once with a single ``bincount``), which cross to
-the host once and are finalized there with NumPy, never as a mean of per-batch ratios.
+Classification metrics come from confusion matrices accumulated over a whole split (and
+per step from the per-class counts those metrics read, true positives, targets and
+predictions, built for many steps at once with ``bincount``), which cross to the host
+once and are finalized there with NumPy, never as a mean of per-batch ratios.
 Precision, recall and F1 are macro averages over the classes that occur in the targets
 or the predictions (sklearn's ``average="macro", zero_division=0``); for a binary (BCE)
 model they are the positive class's, over every output element.
@@ -15,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["EDP", "METRIC_NAMES", "finalize"]
+__all__ = ["EDP", "METRIC_NAMES", "finalize", "finalize_counts"]
 
 METRIC_NAMES = ("loss", "error", "accuracy", "precision", "recall", "f1")
 
@@ -61,11 +62,14 @@ class EDP:
         )
 
 
-def _macro(conf: np.ndarray) -> dict[str, np.ndarray]:
-    """Macro metrics of one or many confusion matrices (``[..., k, k]``, rows = truth)."""
-    tp = np.diagonal(conf, axis1=-2, axis2=-1)
-    support = conf.sum(-1)
-    predicted = conf.sum(-2)
+def _counts(conf: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """True positives, targets and predictions per class of ``[..., k, k]`` matrices
+    (rows = truth)."""
+    return np.diagonal(conf, axis1=-2, axis2=-1), conf.sum(-1), conf.sum(-2)
+
+
+def _macro(tp: np.ndarray, support: np.ndarray, predicted: np.ndarray) -> dict[str, np.ndarray]:
+    """Macro metrics from per-class counts (``[..., k]`` each)."""
     accuracy = tp.sum(-1) / np.maximum(support.sum(-1), 1.0)
     precision_c = np.divide(tp, predicted, out=np.zeros_like(tp), where=predicted > 0)
     recall_c = np.divide(tp, support, out=np.zeros_like(tp), where=support > 0)
@@ -82,10 +86,13 @@ def _macro(conf: np.ndarray) -> dict[str, np.ndarray]:
     }
 
 
-def _positive_class(conf: np.ndarray) -> dict[str, np.ndarray]:
-    """Positive-class precision/recall/F1 of ``[..., 2, 2]`` matrices (BCE models)."""
-    tp, fp, fn = conf[..., 1, 1], conf[..., 0, 1], conf[..., 1, 0]
-    accuracy = (conf[..., 0, 0] + tp) / np.maximum(conf.sum((-1, -2)), 1.0)
+def _positive_class(
+    hits: np.ndarray, support: np.ndarray, predicted: np.ndarray
+) -> dict[str, np.ndarray]:
+    """Positive-class precision/recall/F1 from the two classes' counts (BCE models)."""
+    tp, tn = hits[..., 1], hits[..., 0]
+    fp, fn = predicted[..., 1] - tp, support[..., 1] - tp
+    accuracy = (tn + tp) / np.maximum(support.sum(-1), 1.0)
     precision = np.divide(tp, tp + fp, out=np.zeros_like(tp), where=tp + fp > 0)
     recall = np.divide(tp, tp + fn, out=np.zeros_like(tp), where=tp + fn > 0)
     denom = precision + recall
@@ -105,5 +112,18 @@ def finalize(conf: np.ndarray, task_kind: str) -> dict[str, np.ndarray]:
     Finalized on the host: the matrices are tiny, and NumPy's per-call cost is a
     fraction of a device op's.
     """
-    conf = np.asarray(conf, dtype=np.float64)
-    return _positive_class(conf) if task_kind == "binary" else _macro(conf)
+    return _metrics(_counts(np.asarray(conf, dtype=np.float64)), task_kind)
+
+
+def finalize_counts(counts: np.ndarray, task_kind: str) -> dict[str, np.ndarray]:
+    """``finalize`` from per-class counts (``[..., 3, k]``: true positives, targets,
+    predictions, as ``Task.step_counts`` gives them): the same numbers as from the
+    matrices, every count being an integer that float64 holds exactly."""
+    counts = np.asarray(counts, dtype=np.float64)
+    return _metrics((counts[..., 0, :], counts[..., 1, :], counts[..., 2, :]), task_kind)
+
+
+def _metrics(
+    counts: tuple[np.ndarray, np.ndarray, np.ndarray], task_kind: str
+) -> dict[str, np.ndarray]:
+    return _positive_class(*counts) if task_kind == "binary" else _macro(*counts)

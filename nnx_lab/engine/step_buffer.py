@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .edp import finalize
+from .edp import finalize_counts
 from .events import StepRecord
 from .losses import LossFn
 from .scoring import Scorer, call_extra, gather_rows, scored_pairs
@@ -124,8 +124,9 @@ class StepBuffer:
         """Records for the buffered steps, their summed confusion, and each step's weight
         in the epoch's mean loss.
 
-        One ``bincount`` builds every step's confusion matrix at once; the losses and the
-        matrices then cross to the host together and the ratios are finished in NumPy.
+        The predictions and targets cross to the host with the losses; ``bincount``s then
+        count every step's true positives, targets and predictions per class at once, and
+        the ratios are finished in NumPy.
         A step whose targets were all ``ignore_index`` has no metrics (NNx): its record
         holds ``None`` and it weighs nothing.
         """
@@ -135,10 +136,10 @@ class StepBuffer:
             return self._drain_rich()
         loss_host = torch.stack(self.losses).tolist()
         task = self.task
-        conf = self._confusion()
+        counted = self._counts()
         if self.reduce is not None:
-            self._union(conf)
-        if conf is None:
+            self._union(counted)
+        if counted is None:
             records = [
                 StepRecord(step, epoch, batch, lr, n, loss)
                 for (step, epoch, batch, lr, n), loss in zip(self.meta, loss_host, strict=True)
@@ -146,8 +147,9 @@ class StepBuffer:
             weights = [float(r.samples) for r in records]
             self.clear()
             return records, None, weights
-        values = finalize(conf, task.kind)
-        valid = conf.sum((1, 2))
+        counts, conf = counted
+        values = finalize_counts(counts, task.kind)
+        valid = counts[:, 1].sum(-1)  # each step's targets scored
         columns = zip(
             *(values[n].tolist() for n in ("error", "accuracy", "precision", "recall", "f1")),
             strict=True,
@@ -163,7 +165,7 @@ class StepBuffer:
             records.append(StepRecord(step, epoch, batch, lr, n, loss, *row))
             weights.append(float(count) if self.by_target else float(n))
         self.clear()
-        return records, conf.sum(0), weights
+        return records, conf, weights
 
     def _drain_rich(self) -> tuple[list[StepRecord], np.ndarray | None, list[float]]:
         """``drain`` for a declared task, task metrics or extra_metrics: the per-step
@@ -184,17 +186,19 @@ class StepBuffer:
             ]
         else:
             loss_host = losses.tolist()
-        conf = self._confusion()
+        counted = self._counts()
         if self.reduce is not None:
-            self._union(conf)
+            self._union(counted)
         pairs = self._pairs() if self.extra is not None else None
         columns: list[tuple[float, ...]] = [()] * n
         valid: list[int | None] = [None] * n
-        if conf is not None:
-            values = finalize(conf, task.kind)
+        conf = None
+        if counted is not None:
+            counts, conf = counted
+            values = finalize_counts(counts, task.kind)
             names = ("error", "accuracy", "precision", "recall", "f1")
             columns = list(zip(*(values[k].tolist() for k in names), strict=True))
-            valid = [int(v) for v in conf.sum((1, 2)).tolist()]
+            valid = [int(v) for v in counts[:, 1].sum(-1).tolist()]
         elif scored is not None:
             valid = [v for v, _ in scored]
         records, weights = [], []
@@ -228,19 +232,19 @@ class StepBuffer:
             by_count = self.by_target and count is not None
             weights.append(float(count) if by_count else float(rows))  # type: ignore[arg-type]
         self.clear()
-        return records, None if conf is None else conf.sum(0), weights
+        return records, conf, weights
 
-    def _confusion(self) -> np.ndarray | None:
-        """Every buffered step's confusion matrix, from one ``bincount`` on the host
-        (None: a task with no confusion)."""
+    def _counts(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """Every buffered step's class counts and the steps' summed confusion matrix
+        (``Task.step_counts``; None: a task with no confusion)."""
         task = self.task
         if task.k is None:
             return None
         preds = torch.cat([_flat(p) for p in self.preds]).cpu().numpy()
         truth = torch.cat([_flat(y) for y in self.targets]).cpu().numpy()
-        counts = [p.numel() for p in self.preds]
-        steps = np.repeat(np.arange(len(counts)), counts)
-        return task.confusion_host(steps, truth.astype(np.int64), preds, len(counts))
+        sizes = [p.numel() for p in self.preds]
+        steps = np.repeat(np.arange(len(sizes)), sizes)
+        return task.step_counts(steps, truth.astype(np.int64), preds, len(sizes))
 
     def _pairs(self) -> list[tuple[np.ndarray, np.ndarray]]:
         """Each step's (y_true, y_pred) on the host, over every rank's rows."""
@@ -262,16 +266,21 @@ class StepBuffer:
             out.append(scored_pairs(task, torch.cat(y_parts), torch.cat(p_parts)))
         return out
 
-    def _union(self, conf: np.ndarray | None) -> None:
-        """Sum the steps' rows (and confusion matrices, in place) across the ranks."""
+    def _union(self, counted: tuple[np.ndarray, np.ndarray] | None) -> None:
+        """Sum the steps' rows (and class counts and confusion, in place) across the
+        ranks: the union's counts are the sums of every rank's."""
         rows = np.array([m[4] for m in self.meta], dtype=np.float64)
-        packed = rows if conf is None else np.concatenate([rows, conf.reshape(-1)])
+        parts = [rows] if counted is None else [rows, *(a.reshape(-1) for a in counted)]
+        packed = np.concatenate(parts)
         device = self.losses[0].device
         total = self.reduce(torch.from_numpy(packed).to(device)).cpu().numpy()  # type: ignore[misc]
         n = len(rows)
         self.meta = [(*m[:4], int(r)) for m, r in zip(self.meta, total[:n], strict=True)]
-        if conf is not None:
-            conf[...] = total[n:].reshape(conf.shape).astype(conf.dtype)
+        if counted is not None:
+            start = n
+            for a in counted:
+                a[...] = total[start : start + a.size].reshape(a.shape).astype(a.dtype)
+                start += a.size
 
 
 def _flat(t: torch.Tensor) -> torch.Tensor:

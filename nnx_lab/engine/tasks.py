@@ -93,18 +93,32 @@ class Task:
         idx = self.truth(y, pred).reshape(-1) * k + pred.reshape(-1)
         return torch.bincount(idx, minlength=(k + 1) * k).view(k + 1, k)
 
-    def confusion_host(
+    def step_counts(
         self, steps: np.ndarray, truth: np.ndarray, pred: np.ndarray, n_steps: int
-    ) -> np.ndarray:
-        """Per-step ``k x k`` matrices from host arrays (ignored targets dropped)."""
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Each step's class counts from host arrays, ignored targets dropped:
+        ``[n_steps, 3, k]`` true positives, targets and predictions per class (all that a
+        step's metrics read), and the steps' summed ``k x k`` confusion matrix.
+
+        Per-step ``k x k`` matrices cost ``n_steps * k * k`` counts a read-back (16
+        steps of a 256-class output: a million, 3.9 ms here, against 0.3 ms for these);
+        the three counts are the same integers as the matrices' diagonals, row sums and
+        column sums.
+        """
         k = self.k
         assert k is not None
         if self.ignore_index is not None and self.kind == "categorical":
             keep = truth != self.ignore_index
             if not keep.all():
                 steps, truth, pred = steps[keep], truth[keep], pred[keep]
-        flat = (steps * k + truth) * k + pred
-        return np.bincount(flat, minlength=n_steps * k * k).reshape(n_steps, k, k)
+        base = steps * k
+        size = n_steps * k
+        targets = np.bincount(base + truth, minlength=size)
+        predicted = np.bincount(base + pred, minlength=size)
+        hits = np.bincount((base + truth)[truth == pred], minlength=size)
+        counts = np.stack([hits, targets, predicted]).reshape(3, n_steps, k).transpose(1, 0, 2)
+        summed = np.bincount(truth * k + pred, minlength=k * k).reshape(k, k)
+        return counts, summed
 
 
 def task_for(

@@ -214,6 +214,11 @@ def main() -> None:
         "status": run.status.value,
         "steps": len(run.idps),
         "losses": [p.train_edp.loss for p in run.idps],
+        # each step's confusion metrics: the union's rows, counted across the ranks
+        "step_metrics": [
+            [p.train_edp.samples, p.train_edp.accuracy, p.train_edp.precision, p.train_edp.f1]
+            for p in run.idps
+        ],
         "val": run.epochs[-1]["val"],
         "weights": {k: v.tolist() for k, v in model.net.state_dict().items()},
         "digest": digest.hexdigest(),

@@ -69,6 +69,9 @@ def test_two_ranks_of_16_equal_one_process_of_32(tmp_path, precision):
         one[0]["losses"], rel=1e-5 if precision is None else 2e-2
     )
     assert two[0]["steps"] == one[0]["steps"] == 8  # 128 rows / 32, two epochs
+    if precision is None:  # the same predictions: each step's metrics are the union's
+        assert two[0]["step_metrics"] == one[0]["step_metrics"]
+        assert {m[0] for m in one[0]["step_metrics"]} == {32}
 
 
 def test_validation_counts_every_sample_of_an_odd_set_once(tmp_path):

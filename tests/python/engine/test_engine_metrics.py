@@ -62,7 +62,8 @@ def test_validation_metrics_cover_the_whole_split_with_a_partial_last_batch(runs
     assert (other.accuracy, other.f1, other.samples) == (val.accuracy, val.f1, val.samples)
 
 
-def test_per_step_training_records_match_a_reference(runs_root):
+@pytest.mark.parametrize("classes", [3, 40])  # 40: most classes absent from a step
+def test_per_step_training_records_match_a_reference(runs_root, classes):
     class Spy:
         """Keeps each step's logits and targets (a forward hook, no engine internals)."""
 
@@ -70,9 +71,9 @@ def test_per_step_training_records_match_a_reference(runs_root):
             self.out = []
             net.register_forward_hook(lambda m, i, o: self.out.append(o.detach().clone()))
 
-    X, y, _, _ = f.data(n_train=100)
+    X, y, _, _ = f.data(n_train=100, classes=classes)
     loader = DataLoader(TensorDataset(X, y), batch_size=32)  # 32, 32, 32, 4
-    model = f.model(net={"dropout_prob": 0.0})
+    model = f.model(net={"dropout_prob": 0.0, "output_dim": classes})
     spy = Spy(model.net)
     run = model.train(f.train_params(runs_root, n_epochs=1, train_loader=loader, log_every=3))
     assert [p.train_edp.samples for p in run.idps] == [32, 32, 32, 4]

@@ -1,0 +1,68 @@
+"""A step's classification metrics come from per-class counts (``Task.step_counts``),
+not from a ``k x k`` matrix per step: the same numbers, bit for bit, as the matrices'
+(built here independently with ``np.add.at``), for many classes, ignored targets,
+empty steps and the binary task, and the same summed matrix for the epoch."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from nnx_lab.engine.edp import finalize, finalize_counts
+from nnx_lab.engine.tasks import Task
+
+CASES = [
+    ("categorical", 3, None),
+    ("categorical", 256, None),
+    ("categorical", 256, -100),
+    ("categorical", 5, 2),  # an ignore_index that is also a class index
+    ("binary", 2, None),
+]
+
+
+def _rows(k, ignore, seed):
+    rng = np.random.default_rng(seed)
+    sizes = [int(s) for s in rng.integers(0, 40, size=12)] + [0, 7]  # empty steps too
+    steps = np.repeat(np.arange(len(sizes)), sizes)
+    truth = rng.integers(0, k, size=steps.size)
+    # a prediction that often hits, so some classes have true positives
+    pred = np.where(rng.random(steps.size) < 0.4, truth, rng.integers(0, k, size=steps.size))
+    if ignore is not None:
+        truth = np.where(rng.random(steps.size) < 0.2, ignore, truth)
+        truth[steps == len(sizes) - 1] = ignore  # a step whose targets are all ignored
+    return steps, truth.astype(np.int64), pred.astype(np.int64), len(sizes)
+
+
+def _matrices(steps, truth, pred, n, k, ignore):
+    keep = np.ones(truth.size, bool) if ignore is None else truth != ignore
+    dense = np.zeros((n, k, k), dtype=np.int64)
+    np.add.at(dense, (steps[keep], truth[keep], pred[keep]), 1)
+    return dense
+
+
+@pytest.mark.parametrize(("kind", "k", "ignore"), CASES)
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_step_metrics_from_counts_are_the_matrices_metrics_bit_for_bit(kind, k, ignore, seed):
+    task = Task(kind, k, ignore)
+    steps, truth, pred, n = _rows(k, ignore, seed)
+    counts, summed = task.step_counts(steps, truth, pred, n)
+    dense = _matrices(steps, truth, pred, n, k, ignore)
+    assert counts.shape == (n, 3, k)
+    assert np.array_equal(summed, dense.sum(0))  # the epoch's matrix, as before
+    assert np.array_equal(counts[:, 1].sum(-1), dense.sum((1, 2)))  # targets scored
+    want, got = finalize(dense, kind), finalize_counts(counts, kind)
+    assert set(got) == set(want)
+    for name in want:
+        assert got[name].dtype == want[name].dtype
+        assert np.array_equal(got[name], want[name]), name  # equal, not close
+
+
+def test_an_empty_step_scores_nothing_and_a_full_hit_scores_one():
+    task = Task("categorical", 4)
+    steps = np.array([1, 1, 1])
+    truth = np.array([0, 2, 3])
+    counts, _ = task.step_counts(steps, truth, truth.copy(), 2)
+    got = finalize_counts(counts, "categorical")
+    assert counts[0].sum() == 0
+    assert got["accuracy"].tolist() == [0.0, 1.0]
+    assert got["f1"].tolist() == [0.0, 1.0]
