@@ -52,6 +52,8 @@ CASES = {
     # name: (input, hidden, output, samples, batch, epochs, target ratio)
     "large": (784, (512, 512), 10, 20_000, 128, 3, 0.97),
     "small": (8, (32, 16), 3, 256, 32, 10, 0.85),
+    # 1000 classes (an ImageNet-sized head): each step's metrics over that many classes
+    "classes": (64, (128,), 1000, 4096, 32, 2, 0.97),
 }
 
 

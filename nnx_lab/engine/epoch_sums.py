@@ -1,7 +1,7 @@
 """``EpochSums``: one training epoch's running sums, and its partial form.
 
 The loop folds every read-back of the step buffer into them (the loss weighted as the
-epoch's mean needs it, the samples, the summed confusion matrix) and every step's raw
+epoch's mean needs it, the samples, the summed class counts) and every step's raw
 outputs into the declared metrics' accumulation; at the epoch's end they give the train
 summary of ``EpochEnded``. A mid-epoch checkpoint saves them (``to_partial``) and a
 mid-epoch resume continues them (``restore``), so the interrupted epoch's summary, and
@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .edp import finalize
+from .edp import finalize_counts
 from .events import StepRecord
 from .scoring import Accumulation, Scorer
 from .tasks import Task
@@ -32,7 +32,8 @@ class EpochSums:
     def __init__(self, task: Task, scorer: Scorer | None) -> None:
         self.task = task
         self.acc = None if scorer is None else Accumulation(scorer)
-        self.conf: np.ndarray | None = None
+        # true positives, targets and predictions per class (Task.step_counts, summed)
+        self.counts: np.ndarray | None = None
         self.loss_sum = 0.0
         self.weight = 0.0
         self.samples = 0
@@ -55,7 +56,7 @@ class EpochSums:
                 self.terms[name] = [num, den] if held is None else [held[0] + num, held[1] + den]
 
     def add_records(
-        self, records: list[StepRecord], conf: np.ndarray | None, weights: list[float]
+        self, records: list[StepRecord], counts: np.ndarray | None, weights: list[float]
     ) -> StepRecord | None:
         """Fold one read-back in; returns its first record with a non-finite loss."""
         first_bad: StepRecord | None = None
@@ -70,8 +71,8 @@ class EpochSums:
                 if first_bad is None and not math.isfinite(rec.loss):
                     first_bad = rec
             self.samples += rec.samples
-        if conf is not None:
-            self.conf = conf if self.conf is None else self.conf + conf
+        if counts is not None:
+            self.counts = counts if self.counts is None else self.counts + counts
         self.last_record = records[-1]
         return first_bad
 
@@ -105,9 +106,10 @@ class EpochSums:
         if self.skipped:
             summary["skipped_updates"] = self.skipped
         task = self.task
-        if self.conf is not None:
-            summary.update({k: float(v) for k, v in finalize(self.conf, task.kind).items()})
-        valid = int(self.conf.sum()) if self.conf is not None else None
+        counts = self.counts
+        if counts is not None:
+            summary.update({k: float(v) for k, v in finalize_counts(counts, task.kind).items()})
+        valid = int(counts[1].sum()) if counts is not None else None
         acc = self.acc
         if acc is not None:
             acc.union(reduce, gather)
@@ -132,12 +134,12 @@ class EpochSums:
             for i, key in enumerate(acc.scorer.cat_keys):
                 for name, chunks in acc.cats.get(key, {}).items():
                     cats[f"{i}.{name}"] = torch.cat(chunks).detach().cpu()
-        conf = self.conf
+        counts = self.counts
         return {
             "loss_sum": self.loss_sum,
             "weight": self.weight,
             "samples": self.samples,
-            "confusion": None if conf is None else torch.from_numpy(conf.copy()),
+            "counts": None if counts is None else torch.from_numpy(counts.copy()),
             "sums": None if acc is None or acc.sums is None else acc.sums.detach().cpu().clone(),
             "cats": cats,
             "aux": dict(self.aux),
@@ -153,8 +155,7 @@ class EpochSums:
         self.loss_sum = float(saved["loss_sum"])
         self.weight = float(saved["weight"])
         self.samples = int(saved["samples"])
-        conf = saved.get("confusion")
-        self.conf = None if conf is None else conf.numpy().copy()
+        self.counts = _saved_counts(saved)
         self.aux = {k: float(v) for k, v in (saved.get("aux") or {}).items()}
         self.aux_weight = float(saved.get("aux_weight") or 0.0)
         self.terms = {n: [float(a), float(b)] for n, (a, b) in (saved.get("terms") or {}).items()}
@@ -167,3 +168,17 @@ class EpochSums:
         for label, t in (saved.get("cats") or {}).items():
             index, _, name = label.partition(".")
             acc.cats.setdefault(keys[int(index)], {})[name] = [t.to(device)]
+
+
+def _saved_counts(saved: dict[str, Any]) -> np.ndarray | None:
+    """The class counts a partial epoch saved; a checkpoint written before they were
+    kept as counts holds the ``k x k`` matrix (``confusion``) they are the diagonal, row
+    sums and column sums of."""
+    counts = saved.get("counts")
+    if counts is not None:
+        return counts.numpy().copy()
+    conf = saved.get("confusion")
+    if conf is None:
+        return None
+    matrix = conf.numpy()
+    return np.stack([np.diagonal(matrix).copy(), matrix.sum(-1), matrix.sum(-2)])

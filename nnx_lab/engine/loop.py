@@ -426,10 +426,10 @@ class TrainingLoop:
                 raise problem from exc
 
     def _flush_steps(self) -> None:
-        records, conf, weights = self.buffer.drain()
+        records, counts, weights = self.buffer.drain()
         if not records:
             return
-        first_bad = self.sums.add_records(records, conf, weights)
+        first_bad = self.sums.add_records(records, counts, weights)
         self.bus.emit(StepMetrics(records=tuple(records)))
         if first_bad is not None and self.params.stop_on_nonfinite:
             raise FloatingPointError(

@@ -3,8 +3,8 @@
 The hot path adds each step's loss and decoded predictions (and, for declared metrics,
 their packed statistics) without a host sync; every ``log_every`` steps and at each
 epoch end ``drain`` reads them back at once and turns them into ``StepRecord``s. In a
-data-parallel run the records are the union's: rows, confusion matrices and statistics
-are summed across the ranks before they are finalized.
+data-parallel run the records are the union's: rows, class counts and statistics are
+summed across the ranks before they are finalized.
 """
 
 from __future__ import annotations
@@ -85,28 +85,28 @@ class StepBuffer:
         objective's terms (``terms``) and the named optimizers' rates (``lrs``)."""
         if self.lrs and len(self.lrs) == len(self.meta):
             lrs, self.lrs = self.lrs, []
-            records, conf, weights = self.drain()
+            records, counts, weights = self.drain()
             # several optimizers: their rates, and no single ``lr`` to stand for them
             out = [_with(r, lr=None, lrs=v) for r, v in zip(records, lrs, strict=True)]
-            return out, conf, weights
+            return out, counts, weights
         if self.terms and len(self.terms) == len(self.meta):
             names = list(self.terms[0])
             # one stack of every step's terms, in step order then name order: one
             # read-back, the values of a stack per step
             flat = torch.stack([t[n] for t in self.terms for n in names]).tolist()
             self.terms = []
-            records, conf, weights = self.drain()
+            records, counts, weights = self.drain()
             width = len(names)
             out = [
                 _with(r, terms=dict(zip(names, flat[i * width : (i + 1) * width], strict=True)))
                 for i, r in enumerate(records)
             ]
-            return out, conf, weights
+            return out, counts, weights
         if not self.aux or len(self.aux) != len(self.meta):
             return self._drain()
         aux = self._aux_values()
-        records, conf, weights = self._drain()
-        return [_with(r, aux=a) for r, a in zip(records, aux, strict=True)], conf, weights
+        records, counts, weights = self._drain()
+        return [_with(r, aux=a) for r, a in zip(records, aux, strict=True)], counts, weights
 
     def _aux_values(self) -> list[dict[str, float]]:
         """Each step's terms read back at once; in a data-parallel run, the union's
@@ -121,8 +121,8 @@ class StepBuffer:
         return [dict(zip(names, row, strict=True)) for row in values.tolist()]
 
     def _drain(self) -> tuple[list[StepRecord], np.ndarray | None, list[float]]:
-        """Records for the buffered steps, their summed confusion, and each step's weight
-        in the epoch's mean loss.
+        """Records for the buffered steps, their summed class counts (``[3, k]``, as
+        ``Task.step_counts``), and each step's weight in the epoch's mean loss.
 
         The predictions and targets cross to the host with the losses; ``bincount``s then
         count every step's true positives, targets and predictions per class at once, and
@@ -136,10 +136,10 @@ class StepBuffer:
             return self._drain_rich()
         loss_host = torch.stack(self.losses).tolist()
         task = self.task
-        counted = self._counts()
+        counts = self._counts()
         if self.reduce is not None:
-            self._union(counted)
-        if counted is None:
+            self._union(counts)
+        if counts is None:
             records = [
                 StepRecord(step, epoch, batch, lr, n, loss)
                 for (step, epoch, batch, lr, n), loss in zip(self.meta, loss_host, strict=True)
@@ -147,7 +147,6 @@ class StepBuffer:
             weights = [float(r.samples) for r in records]
             self.clear()
             return records, None, weights
-        counts, conf = counted
         values = finalize_counts(counts, task.kind)
         valid = counts[:, 1].sum(-1)  # each step's targets scored
         columns = zip(
@@ -165,7 +164,7 @@ class StepBuffer:
             records.append(StepRecord(step, epoch, batch, lr, n, loss, *row))
             weights.append(float(count) if self.by_target else float(n))
         self.clear()
-        return records, conf, weights
+        return records, counts.sum(0), weights
 
     def _drain_rich(self) -> tuple[list[StepRecord], np.ndarray | None, list[float]]:
         """``drain`` for a declared task, task metrics or extra_metrics: the per-step
@@ -186,15 +185,13 @@ class StepBuffer:
             ]
         else:
             loss_host = losses.tolist()
-        counted = self._counts()
+        counts = self._counts()
         if self.reduce is not None:
-            self._union(counted)
+            self._union(counts)
         pairs = self._pairs() if self.extra is not None else None
         columns: list[tuple[float, ...]] = [()] * n
         valid: list[int | None] = [None] * n
-        conf = None
-        if counted is not None:
-            counts, conf = counted
+        if counts is not None:
             values = finalize_counts(counts, task.kind)
             names = ("error", "accuracy", "precision", "recall", "f1")
             columns = list(zip(*(values[k].tolist() for k in names), strict=True))
@@ -232,11 +229,11 @@ class StepBuffer:
             by_count = self.by_target and count is not None
             weights.append(float(count) if by_count else float(rows))  # type: ignore[arg-type]
         self.clear()
-        return records, conf, weights
+        return records, None if counts is None else counts.sum(0), weights
 
-    def _counts(self) -> tuple[np.ndarray, np.ndarray] | None:
-        """Every buffered step's class counts and the steps' summed confusion matrix
-        (``Task.step_counts``; None: a task with no confusion)."""
+    def _counts(self) -> np.ndarray | None:
+        """Every buffered step's class counts (``Task.step_counts``; None: a task with no
+        confusion metrics)."""
         task = self.task
         if task.k is None:
             return None
@@ -266,21 +263,17 @@ class StepBuffer:
             out.append(scored_pairs(task, torch.cat(y_parts), torch.cat(p_parts)))
         return out
 
-    def _union(self, counted: tuple[np.ndarray, np.ndarray] | None) -> None:
-        """Sum the steps' rows (and class counts and confusion, in place) across the
-        ranks: the union's counts are the sums of every rank's."""
+    def _union(self, counts: np.ndarray | None) -> None:
+        """Sum the steps' rows (and class counts, in place) across the ranks: the
+        union's counts are the sums of every rank's."""
         rows = np.array([m[4] for m in self.meta], dtype=np.float64)
-        parts = [rows] if counted is None else [rows, *(a.reshape(-1) for a in counted)]
-        packed = np.concatenate(parts)
+        packed = rows if counts is None else np.concatenate([rows, counts.reshape(-1)])
         device = self.losses[0].device
         total = self.reduce(torch.from_numpy(packed).to(device)).cpu().numpy()  # type: ignore[misc]
         n = len(rows)
         self.meta = [(*m[:4], int(r)) for m, r in zip(self.meta, total[:n], strict=True)]
-        if counted is not None:
-            start = n
-            for a in counted:
-                a[...] = total[start : start + a.size].reshape(a.shape).astype(a.dtype)
-                start += a.size
+        if counts is not None:
+            counts[...] = total[n:].reshape(counts.shape).astype(counts.dtype)
 
 
 def _flat(t: torch.Tensor) -> torch.Tensor:

@@ -1,7 +1,8 @@
-"""A step's classification metrics come from per-class counts (``Task.step_counts``),
-not from a ``k x k`` matrix per step: the same numbers, bit for bit, as the matrices'
-(built here independently with ``np.add.at``), for many classes, ignored targets,
-empty steps and the binary task, and the same summed matrix for the epoch."""
+"""A training step's and epoch's classification metrics come from per-class counts
+(``Task.step_counts``), not from ``k x k`` matrices: the same numbers, bit for bit, as
+the matrices' (built here independently with ``np.add.at``), for many classes, ignored
+targets, empty steps and the binary task; a partial epoch a checkpoint saved as a
+matrix, before the counts, resumes to the same counts."""
 
 from __future__ import annotations
 
@@ -45,24 +46,53 @@ def _matrices(steps, truth, pred, n, k, ignore):
 def test_step_metrics_from_counts_are_the_matrices_metrics_bit_for_bit(kind, k, ignore, seed):
     task = Task(kind, k, ignore)
     steps, truth, pred, n = _rows(k, ignore, seed)
-    counts, summed = task.step_counts(steps, truth, pred, n)
+    counts = task.step_counts(steps, truth, pred, n)
     dense = _matrices(steps, truth, pred, n, k, ignore)
     assert counts.shape == (n, 3, k)
-    assert np.array_equal(summed, dense.sum(0))  # the epoch's matrix, as before
     assert np.array_equal(counts[:, 1].sum(-1), dense.sum((1, 2)))  # targets scored
-    want, got = finalize(dense, kind), finalize_counts(counts, kind)
-    assert set(got) == set(want)
-    for name in want:
-        assert got[name].dtype == want[name].dtype
-        assert np.array_equal(got[name], want[name]), name  # equal, not close
+    # each step's metrics, then the epoch's (the steps' counts summed, one matrix)
+    for got, want in (
+        (finalize_counts(counts, kind), finalize(dense, kind)),
+        (finalize_counts(counts.sum(0), kind), finalize(dense.sum(0), kind)),
+    ):
+        assert set(got) == set(want)
+        for name in want:
+            assert got[name].dtype == want[name].dtype
+            assert np.array_equal(got[name], want[name]), name  # equal, not close
 
 
 def test_an_empty_step_scores_nothing_and_a_full_hit_scores_one():
     task = Task("categorical", 4)
     steps = np.array([1, 1, 1])
     truth = np.array([0, 2, 3])
-    counts, _ = task.step_counts(steps, truth, truth.copy(), 2)
+    counts = task.step_counts(steps, truth, truth.copy(), 2)
     got = finalize_counts(counts, "categorical")
     assert counts[0].sum() == 0
     assert got["accuracy"].tolist() == [0.0, 1.0]
     assert got["f1"].tolist() == [0.0, 1.0]
+
+
+def test_a_partial_epoch_saved_as_a_matrix_resumes_as_its_counts():
+    import torch
+
+    from nnx_lab.engine.epoch_sums import EpochSums
+
+    cpu = torch.device("cpu")
+    task = Task("categorical", 6)
+    steps, truth, pred, n = _rows(6, None, 3)
+    counts = task.step_counts(steps, truth, pred, n).sum(0)
+    matrix = _matrices(steps, truth, pred, n, 6, None).sum(0)
+    base = {"loss_sum": 1.5, "weight": 3.0, "samples": int(steps.size)}
+    old, new = EpochSums(task, None), EpochSums(task, None)
+    old.restore({**base, "confusion": torch.from_numpy(matrix)}, cpu, statistics=True)
+    new.restore({**base, "counts": torch.from_numpy(counts)}, cpu, statistics=True)
+    assert np.array_equal(old.counts, counts)  # an older checkpoint's matrix, as counts
+    assert np.array_equal(new.counts, counts)
+    assert old.summary(None, None) == new.summary(None, None)
+    new.batches = 1  # a partial epoch is saved once a batch trained
+    saved = new.to_partial()
+    assert "confusion" not in saved
+    assert np.array_equal(saved["counts"].numpy(), counts)
+    again = EpochSums(task, None)
+    again.restore(saved, cpu, statistics=True)
+    assert again.summary(None, None) == new.summary(None, None)
