@@ -1,7 +1,7 @@
 """Evaluation as a free function: a network, a loader, a loss and a task in; an EDP out.
 
 The model's ``evaluate()``, the training loop's validation pass and the coming tools
-(plan probes, calibration) all call :func:`evaluate`. Sums and a confusion matrix stay
+(plan probes, calibration) all call :func:`evaluate`. Sums and per-class counts stay
 on the device for the whole split and cross to the host once.
 """
 
@@ -16,7 +16,7 @@ import torch
 
 from ..data.metrics import MetricSpec
 from .adapters import forward
-from .edp import EDP, finalize
+from .edp import EDP, finalize_counts
 from .fast_batches import batches
 from .losses import LossFn
 from .modes import preserved_modes
@@ -78,7 +78,9 @@ def evaluate(
     summed = False
     rows = elements = 0
     k = task.k
-    conf = torch.zeros((k + 1, k), dtype=torch.long, device=device) if k else None
+    # true positives, targets and predictions per class: what the metrics read of a
+    # confusion matrix, without its k * k cells (a 1000-class head's would be a million)
+    conf = torch.zeros((3, k), dtype=torch.long, device=device) if k else None
     specs = scorer_specs(task, metrics)
     acc = Accumulation(Scorer(task, specs, device)) if specs else None
     kept: list[tuple[torch.Tensor, torch.Tensor]] | None = [] if extra_metrics else None
@@ -98,7 +100,7 @@ def evaluate(
             rows += int(y.shape[0])
             elements += int(out.numel())
             if conf is not None:
-                conf += task.confusion(task.decode(out), y)
+                conf += task.counts(task.decode(out), y)
             if acc is not None:
                 acc.add(out, y)
             if kept is not None:
@@ -112,7 +114,7 @@ def evaluate(
         loss_sum, rows, elements = packed[0], int(packed[1]), int(packed[2])
         weight_sum = packed[3]
         if conf is not None:
-            conf = packed[4:].reshape(k + 1, k).round().long()  # type: ignore[operator]
+            conf = packed[4:].reshape(3, k).round().long()  # type: ignore[arg-type]
         if acc is not None:
             acc.union(reduce, gather)
     if rows == 0:
@@ -123,11 +125,11 @@ def evaluate(
         finals = acc.finalize()
         if finals is not None:
             valid, scored = acc.scorer.read(finals.tolist(), "evaluate: targets")
-    host = None if conf is None else conf[:k].cpu().numpy()
+    host = None if conf is None else conf.cpu().numpy()
     denominator = {"target": None, "element": elements, "row": rows}[loss.per]
-    if denominator is None:  # valid targets: the confusion's, or the registry's count
+    if denominator is None:  # valid targets: the counts', or the registry's count
         counted = valid if valid is not None else rows
-        denominator = int(host.sum()) if host is not None else counted
+        denominator = int(host[1].sum()) if host is not None else counted
     mean = float(loss_sum) / denominator if denominator else math.nan
     if by_parts:
         if summed:
@@ -139,13 +141,13 @@ def evaluate(
     if not task.declared:
         valid = None  # a task-less record keeps its fields as they were
     elif host is not None:
-        valid = int(host.sum())
+        valid = int(host[1].sum())
     if valid == 0:  # every target masked: no loss and no metric to report (§2.11)
         mean = math.nan
     record = {"valid": valid, "metrics": scored, "extra": extra or {}}
     if host is None or task.kind == "multilabel":
         return EDP(loss=mean, samples=rows, **record)
-    values = {name: float(v) for name, v in finalize(host, task.kind).items()}
+    values = {name: float(v) for name, v in finalize_counts(host, task.kind).items()}
     if valid == 0:
         values = {}
     return EDP(loss=mean, samples=rows, **values, **record)

@@ -86,12 +86,25 @@ class Task:
             y = torch.where(y == self.ignore_index, torch.full_like(y, k), y)  # type: ignore[arg-type]
         return y
 
-    def confusion(self, pred: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        """A ``(k + 1) x k`` count matrix on the device; its last row counts ignored targets."""
+    def counts(self, pred: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """``[3, k]`` true positives, targets and predictions per class, on the device;
+        ignored targets are left out (``truth`` makes them class ``k``, a slot dropped
+        here). A fixed-size ``scatter_add_``: no host sync, where ``bincount`` reads the
+        largest index back first."""
         k = self.k
         assert k is not None
-        idx = self.truth(y, pred).reshape(-1) * k + pred.reshape(-1)
-        return torch.bincount(idx, minlength=(k + 1) * k).view(k + 1, k)
+        truth = self.truth(y, pred).reshape(-1)
+        pred = pred.reshape(-1)
+        ignored = torch.full_like(truth, k)
+        index = torch.stack(
+            [
+                torch.where(truth == pred, truth, ignored),  # a hit counts for its class
+                truth,
+                torch.where(truth == k, ignored, pred),  # an ignored target's: none
+            ]
+        )
+        out = torch.zeros((3, k + 1), dtype=torch.long, device=truth.device)
+        return out.scatter_add_(1, index, torch.ones_like(index))[:, :k]
 
     def step_counts(
         self, steps: np.ndarray, truth: np.ndarray, pred: np.ndarray, n_steps: int

@@ -38,10 +38,11 @@ def macro(y_true: np.ndarray, y_pred: np.ndarray) -> dict[str, float]:
     }
 
 
-def test_validation_metrics_cover_the_whole_split_with_a_partial_last_batch(runs_root):
-    X, y, _, _ = f.data()
-    Xv, yv = torch.randn(70, 8), torch.randint(0, 3, (70,))  # batches of 32, 32 and 6
-    model = f.model()
+@pytest.mark.parametrize("classes", [3, 40])  # 40: most classes absent from a batch
+def test_validation_metrics_cover_the_whole_split_with_a_partial_last_batch(runs_root, classes):
+    X, y, _, _ = f.data(classes=classes)
+    Xv, yv = torch.randn(70, 8), torch.randint(0, classes, (70,))  # batches of 32, 32 and 6
+    model = f.model(net={"output_dim": classes})
     run = model.train(
         f.train_params(
             runs_root,

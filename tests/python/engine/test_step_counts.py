@@ -96,3 +96,24 @@ def test_a_partial_epoch_saved_as_a_matrix_resumes_as_its_counts():
     again = EpochSums(task, None)
     again.restore(saved, cpu, statistics=True)
     assert again.summary(None, None) == new.summary(None, None)
+
+
+@pytest.mark.parametrize(("kind", "k", "ignore"), CASES)
+def test_the_devices_counts_are_the_matrixs_without_its_ignored_row(kind, k, ignore):
+    """``Task.counts`` (evaluation's, on the device) against the ``(k + 1) x k`` matrix
+    whose last row collects the ignored targets."""
+    import torch
+
+    task = Task(kind, k, ignore)
+    _, truth, pred, _ = _rows(k, ignore, 4)
+    y, p = torch.from_numpy(truth), torch.from_numpy(pred)
+    if kind == "binary":
+        y = y.float()
+    counts = task.counts(p, y).numpy()
+    keep = np.ones(truth.size, bool) if ignore is None else truth != ignore
+    matrix = np.zeros((k, k), dtype=np.int64)
+    np.add.at(matrix, (truth[keep], pred[keep]), 1)
+    assert counts.shape == (3, k)
+    assert np.array_equal(counts[0], np.diagonal(matrix))
+    assert np.array_equal(counts[1], matrix.sum(1))
+    assert np.array_equal(counts[2], matrix.sum(0))
