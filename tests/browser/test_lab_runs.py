@@ -106,10 +106,11 @@ def server(lab_dir, two_runs, chromium_path):
         srv.stop()
 
 
-# JupyterLab's restored promise, held by the page while the test awaits it: V8 tracks an
-# awaited evaluation's promise weakly, and one nothing else holds can be collected
-# before it settles ("Resulting promise was garbage collected", seen once in CI).
-RESTORED = "() => (window.__nnxRestored = window.jupyterapp.restored.then(() => true))"
+# JupyterLab's restored promise sets a flag the test polls for. Awaiting the promise
+# through ``evaluate`` failed twice ("Resulting promise was garbage collected", once in
+# CI and once with it held on ``window``): Playwright tracks an awaited evaluation's
+# promise weakly. ``evaluate`` now returns at once and ``wait_for_function`` polls.
+RESTORED = "() => { window.jupyterapp.restored.then(() => { window.__nnxRestored = true; }); }"
 
 
 @pytest.fixture
@@ -125,6 +126,7 @@ def page(browser, server, request):
             "() => !!window.jupyterapp && document.body.dataset.nnxLabRuns === 'ready'"
         )
         lab.page.evaluate(RESTORED)
+        lab.page.wait_for_function("() => window.__nnxRestored === true")
         labs.append(lab)
         return lab
 
