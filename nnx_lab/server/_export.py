@@ -284,17 +284,21 @@ class RunBundleHandler(_RunsHandler):
         )
         loop = asyncio.get_running_loop()
         with open(job.target, "rb") as fh:
-            while not job.gone:
-                chunk = await loop.run_in_executor(self.pool, fh.read, _CHUNK)
-                if not chunk:
-                    break
+            chunk = await loop.run_in_executor(self.pool, fh.read, _CHUNK)
+            while chunk and not job.gone:
+                ahead = await loop.run_in_executor(self.pool, fh.read, _CHUNK)
+                if not ahead:
+                    # every byte is read: the folder goes before the last ones are sent,
+                    # so a client holding the whole body finds nothing left behind
+                    job.close()
                 self.write(chunk)
                 try:
                     await self.flush()
                 except StreamClosedError:
                     job.gone = True
                     return
-        job.close()  # every byte is sent: the folder goes before the answer ends
+                chunk = ahead
+        job.close()
         self.finish()
 
     def on_connection_close(self) -> None:

@@ -113,6 +113,12 @@ def server(lab_dir, two_runs, chromium_path):
 RESTORED = "() => { window.jupyterapp.restored.then(() => { window.__nnxRestored = true; }); }"
 
 
+def wait_restored(page) -> None:
+    """Wait until JupyterLab has restored its layout (the page's current document)."""
+    page.evaluate(RESTORED)
+    page.wait_for_function("() => window.__nnxRestored === true")
+
+
 @pytest.fixture
 def page(browser, server, request):
     labs = []
@@ -125,8 +131,7 @@ def page(browser, server, request):
         lab.page.wait_for_function(
             "() => !!window.jupyterapp && document.body.dataset.nnxLabRuns === 'ready'"
         )
-        lab.page.evaluate(RESTORED)
-        lab.page.wait_for_function("() => window.__nnxRestored === true")
+        wait_restored(lab.page)
         labs.append(lab)
         return lab
 
@@ -429,7 +434,7 @@ def test_a_runs_name_comes_first_and_is_renamed_in_its_panel(server, page, lab_d
     lab.page.wait_for_function(
         "() => !!window.jupyterapp && document.body.dataset.nnxLabRuns === 'ready'"
     )
-    lab.page.evaluate(RESTORED)
+    wait_restored(lab.page)
     open_side_panel(lab)
     expect(row(lab, named).get_by_test_id("run-name")).to_have_text("lower lr, seed 5")
 
