@@ -1,9 +1,9 @@
-"""Evaluation data points and confusion-matrix metrics.
+"""Evaluation data points and confusion metrics.
 
-Classification metrics come from confusion matrices accumulated over a whole split (and
-per step from the per-class counts those metrics read, true positives, targets and
-predictions, built for many steps at once with ``bincount``), which cross to the host
-once and are finalized there with NumPy, never as a mean of per-batch ratios.
+Classification metrics come from per-class counts (true positives, targets and
+predictions: what they read of a confusion matrix) accumulated over a whole split, an
+epoch or each step, which cross to the host once and are finalized there with NumPy,
+never as a mean of per-batch ratios.
 Precision, recall and F1 are macro averages over the classes that occur in the targets
 or the predictions (sklearn's ``average="macro", zero_division=0``); for a binary (BCE)
 model they are the positive class's, over every output element.
@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["EDP", "METRIC_NAMES", "finalize", "finalize_counts"]
+__all__ = ["EDP", "METRIC_NAMES", "finalize"]
 
 METRIC_NAMES = ("loss", "error", "accuracy", "precision", "recall", "f1")
 
@@ -62,12 +62,6 @@ class EDP:
         )
 
 
-def _counts(conf: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """True positives, targets and predictions per class of ``[..., k, k]`` matrices
-    (rows = truth)."""
-    return np.diagonal(conf, axis1=-2, axis2=-1), conf.sum(-1), conf.sum(-2)
-
-
 def _macro(tp: np.ndarray, support: np.ndarray, predicted: np.ndarray) -> dict[str, np.ndarray]:
     """Macro metrics from per-class counts (``[..., k]`` each)."""
     accuracy = tp.sum(-1) / np.maximum(support.sum(-1), 1.0)
@@ -106,24 +100,17 @@ def _positive_class(
     }
 
 
-def finalize(conf: np.ndarray, task_kind: str) -> dict[str, np.ndarray]:
-    """Accuracy, error, precision, recall and F1 of confusion matrices (host, NumPy).
+def finalize(counts: np.ndarray, task_kind: str) -> dict[str, np.ndarray]:
+    """Accuracy, error, precision, recall and F1 from per-class counts (``[..., 3, k]``:
+    true positives, targets and predictions, as ``Task.step_counts`` and ``Task.counts``
+    give them): the diagonal, row sums and column sums of a confusion matrix, which is
+    all its metrics read.
 
-    Finalized on the host: the matrices are tiny, and NumPy's per-call cost is a
-    fraction of a device op's.
+    Finalized on the host: the arrays are tiny, and NumPy's per-call cost is a fraction
+    of a device op's.
     """
-    return _metrics(_counts(np.asarray(conf, dtype=np.float64)), task_kind)
-
-
-def finalize_counts(counts: np.ndarray, task_kind: str) -> dict[str, np.ndarray]:
-    """``finalize`` from per-class counts (``[..., 3, k]``: true positives, targets,
-    predictions, as ``Task.step_counts`` gives them): the same numbers as from the
-    matrices, every count being an integer that float64 holds exactly."""
     counts = np.asarray(counts, dtype=np.float64)
-    return _metrics((counts[..., 0, :], counts[..., 1, :], counts[..., 2, :]), task_kind)
-
-
-def _metrics(
-    counts: tuple[np.ndarray, np.ndarray, np.ndarray], task_kind: str
-) -> dict[str, np.ndarray]:
-    return _positive_class(*counts) if task_kind == "binary" else _macro(*counts)
+    tp, support, predicted = counts[..., 0, :], counts[..., 1, :], counts[..., 2, :]
+    if task_kind == "binary":
+        return _positive_class(tp, support, predicted)
+    return _macro(tp, support, predicted)

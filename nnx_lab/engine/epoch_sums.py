@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .edp import finalize_counts
+from .edp import finalize
 from .events import StepRecord
 from .scoring import Accumulation, Scorer
 from .tasks import Task
@@ -108,7 +108,7 @@ class EpochSums:
         task = self.task
         counts = self.counts
         if counts is not None:
-            summary.update({k: float(v) for k, v in finalize_counts(counts, task.kind).items()})
+            summary.update({k: float(v) for k, v in finalize(counts, task.kind).items()})
         valid = int(counts[1].sum()) if counts is not None else None
         acc = self.acc
         if acc is not None:

@@ -16,7 +16,7 @@ import torch
 
 from ..data.metrics import MetricSpec
 from .adapters import forward
-from .edp import EDP, finalize_counts
+from .edp import EDP, finalize
 from .fast_batches import batches
 from .losses import LossFn
 from .modes import preserved_modes
@@ -80,7 +80,7 @@ def evaluate(
     k = task.k
     # true positives, targets and predictions per class: what the metrics read of a
     # confusion matrix, without its k * k cells (a 1000-class head's would be a million)
-    conf = torch.zeros((3, k), dtype=torch.long, device=device) if k else None
+    per_class = torch.zeros((3, k), dtype=torch.long, device=device) if k else None
     specs = scorer_specs(task, metrics)
     acc = Accumulation(Scorer(task, specs, device)) if specs else None
     kept: list[tuple[torch.Tensor, torch.Tensor]] | None = [] if extra_metrics else None
@@ -99,8 +99,8 @@ def evaluate(
                     weight_sum += parts[1].to(device)
             rows += int(y.shape[0])
             elements += int(out.numel())
-            if conf is not None:
-                conf += task.counts(task.decode(out), y)
+            if per_class is not None:
+                per_class += task.counts(task.decode(out), y)
             if acc is not None:
                 acc.add(out, y)
             if kept is not None:
@@ -108,13 +108,13 @@ def evaluate(
     if reduce is not None:
         counts = torch.tensor([rows, elements], dtype=torch.float64, device=device)
         parts = [loss_sum.reshape(1), counts, weight_sum.reshape(1)]
-        if conf is not None:
-            parts.append(conf.reshape(-1).to(torch.float64))
+        if per_class is not None:
+            parts.append(per_class.reshape(-1).to(torch.float64))
         packed = reduce(torch.cat(parts))
         loss_sum, rows, elements = packed[0], int(packed[1]), int(packed[2])
         weight_sum = packed[3]
-        if conf is not None:
-            conf = packed[4:].reshape(3, k).round().long()  # type: ignore[arg-type]
+        if per_class is not None:
+            per_class = packed[4:].reshape(3, k).round().long()  # type: ignore[arg-type]
         if acc is not None:
             acc.union(reduce, gather)
     if rows == 0:
@@ -125,7 +125,7 @@ def evaluate(
         finals = acc.finalize()
         if finals is not None:
             valid, scored = acc.scorer.read(finals.tolist(), "evaluate: targets")
-    host = None if conf is None else conf.cpu().numpy()
+    host = None if per_class is None else per_class.cpu().numpy()
     denominator = {"target": None, "element": elements, "row": rows}[loss.per]
     if denominator is None:  # valid targets: the counts', or the registry's count
         counted = valid if valid is not None else rows
@@ -147,7 +147,7 @@ def evaluate(
     record = {"valid": valid, "metrics": scored, "extra": extra or {}}
     if host is None or task.kind == "multilabel":
         return EDP(loss=mean, samples=rows, **record)
-    values = {name: float(v) for name, v in finalize_counts(host, task.kind).items()}
+    values = {name: float(v) for name, v in finalize(host, task.kind).items()}
     if valid == 0:
         values = {}
     return EDP(loss=mean, samples=rows, **values, **record)

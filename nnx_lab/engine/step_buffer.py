@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .edp import finalize_counts
+from .edp import finalize
 from .events import StepRecord
 from .losses import LossFn
 from .scoring import Scorer, call_extra, gather_rows, scored_pairs
@@ -147,7 +147,7 @@ class StepBuffer:
             weights = [float(r.samples) for r in records]
             self.clear()
             return records, None, weights
-        values = finalize_counts(counts, task.kind)
+        values = finalize(counts, task.kind)
         valid = counts[:, 1].sum(-1)  # each step's targets scored
         columns = zip(
             *(values[n].tolist() for n in ("error", "accuracy", "precision", "recall", "f1")),
@@ -192,7 +192,7 @@ class StepBuffer:
         columns: list[tuple[float, ...]] = [()] * n
         valid: list[int | None] = [None] * n
         if counts is not None:
-            values = finalize_counts(counts, task.kind)
+            values = finalize(counts, task.kind)
             names = ("error", "accuracy", "precision", "recall", "f1")
             columns = list(zip(*(values[k].tolist() for k in names), strict=True))
             valid = [int(v) for v in counts[:, 1].sum(-1).tolist()]

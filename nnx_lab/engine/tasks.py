@@ -111,7 +111,7 @@ class Task:
     ) -> np.ndarray:
         """Each step's class counts from host arrays, ignored targets dropped:
         ``[n_steps, 3, k]`` true positives, targets and predictions per class, all that
-        the confusion metrics read (``edp.finalize_counts``).
+        the confusion metrics read (``edp.finalize``).
 
         These are the integers of a confusion matrix's diagonal, row sums and column sums,
         without its ``k * k`` cells: a read-back of 16 steps of a 256-class output counts

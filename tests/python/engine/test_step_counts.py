@@ -1,15 +1,18 @@
-"""A training step's and epoch's classification metrics come from per-class counts
-(``Task.step_counts``), not from ``k x k`` matrices: the same numbers, bit for bit, as
-the matrices' (built here independently with ``np.add.at``), for many classes, ignored
-targets, empty steps and the binary task; a partial epoch a checkpoint saved as a
-matrix, before the counts, resumes to the same counts."""
+"""A step's, an epoch's and an evaluation's classification metrics come from per-class
+counts (``Task.step_counts``, ``Task.counts``), not from ``k x k`` matrices: the counts are
+a matrix's diagonal, row sums and column sums exactly (the matrix built here
+independently with ``np.add.at``), and the metrics equal a plain reference computed
+from the rows (sklearn's macro average, zero_division=0; the positive class for a
+binary model), for many classes, ignored targets, empty steps and the binary task. A
+partial epoch a checkpoint saved as a matrix, before the counts, resumes as its counts.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from nnx_lab.engine.edp import finalize, finalize_counts
+from nnx_lab.engine.edp import finalize
 from nnx_lab.engine.tasks import Task
 
 CASES = [
@@ -41,24 +44,47 @@ def _matrices(steps, truth, pred, n, k, ignore):
     return dense
 
 
+def _marginals(matrix):
+    """A matrix's true positives, targets and predictions per class (``[..., 3, k]``)."""
+    diagonal = np.diagonal(matrix, axis1=-2, axis2=-1)
+    return np.stack([diagonal, matrix.sum(-1), matrix.sum(-2)], axis=-2)
+
+
+def _reference(kind, truth, pred):
+    """The metrics of one group of rows, computed from the rows themselves."""
+    if truth.size == 0:
+        return {"accuracy": 0.0, "precision": 0.0, "recall": 0.0, "f1": 0.0}
+    accuracy = float(np.mean(truth == pred))
+    classes = [1] if kind == "binary" else np.union1d(truth, pred)
+    p, r, f = [], [], []
+    for c in classes:
+        tp = np.sum((pred == c) & (truth == c))
+        pp, sup = np.sum(pred == c), np.sum(truth == c)
+        pc, rc = (tp / pp if pp else 0.0), (tp / sup if sup else 0.0)
+        p, r, f = [*p, pc], [*r, rc], [*f, 2 * pc * rc / (pc + rc) if pc + rc else 0.0]
+    return {"accuracy": accuracy, "precision": np.mean(p), "recall": np.mean(r), "f1": np.mean(f)}
+
+
 @pytest.mark.parametrize(("kind", "k", "ignore"), CASES)
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_step_metrics_from_counts_are_the_matrices_metrics_bit_for_bit(kind, k, ignore, seed):
+def test_step_counts_are_the_matrices_marginals_and_score_as_the_rows_do(kind, k, ignore, seed):
     task = Task(kind, k, ignore)
     steps, truth, pred, n = _rows(k, ignore, seed)
     counts = task.step_counts(steps, truth, pred, n)
     dense = _matrices(steps, truth, pred, n, k, ignore)
     assert counts.shape == (n, 3, k)
-    assert np.array_equal(counts[:, 1].sum(-1), dense.sum((1, 2)))  # targets scored
-    # each step's metrics, then the epoch's (the steps' counts summed, one matrix)
-    for got, want in (
-        (finalize_counts(counts, kind), finalize(dense, kind)),
-        (finalize_counts(counts.sum(0), kind), finalize(dense.sum(0), kind)),
-    ):
-        assert set(got) == set(want)
-        for name in want:
-            assert got[name].dtype == want[name].dtype
-            assert np.array_equal(got[name], want[name]), name  # equal, not close
+    assert np.array_equal(counts, _marginals(dense))  # every count, exactly
+    keep = np.ones(truth.size, bool) if ignore is None else truth != ignore
+    got = finalize(counts, kind)
+    for i in range(n):
+        rows = keep & (steps == i)
+        want = _reference(kind, truth[rows], pred[rows])
+        for name, value in want.items():
+            assert got[name][i] == pytest.approx(value, abs=1e-12), (i, name)
+        assert got["error"][i] == pytest.approx(1 - want["accuracy"], abs=1e-12)
+    epoch = finalize(counts.sum(0), kind)  # the epoch's: the steps' counts summed
+    for name, value in _reference(kind, truth[keep], pred[keep]).items():
+        assert float(epoch[name]) == pytest.approx(value, abs=1e-12), name
 
 
 def test_an_empty_step_scores_nothing_and_a_full_hit_scores_one():
@@ -66,7 +92,7 @@ def test_an_empty_step_scores_nothing_and_a_full_hit_scores_one():
     steps = np.array([1, 1, 1])
     truth = np.array([0, 2, 3])
     counts = task.step_counts(steps, truth, truth.copy(), 2)
-    got = finalize_counts(counts, "categorical")
+    got = finalize(counts, "categorical")
     assert counts[0].sum() == 0
     assert got["accuracy"].tolist() == [0.0, 1.0]
     assert got["f1"].tolist() == [0.0, 1.0]
@@ -114,6 +140,4 @@ def test_the_devices_counts_are_the_matrixs_without_its_ignored_row(kind, k, ign
     matrix = np.zeros((k, k), dtype=np.int64)
     np.add.at(matrix, (truth[keep], pred[keep]), 1)
     assert counts.shape == (3, k)
-    assert np.array_equal(counts[0], np.diagonal(matrix))
-    assert np.array_equal(counts[1], matrix.sum(1))
-    assert np.array_equal(counts[2], matrix.sum(0))
+    assert np.array_equal(counts, _marginals(matrix))
